@@ -1,0 +1,68 @@
+# kubeherd developer commands. `make help` lists them.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+UV_VERSION := 0.13.9
+KUBEHERD_CACHE ?= $(HOME)/.cache/kubeherd
+# uv from PATH if there is one, else a private copy in the cache (installed by `make tools`).
+UV ?= $(or $(shell command -v uv 2>/dev/null),$(KUBEHERD_CACHE)/uv-$(UV_VERSION)/bin/uv)
+RUN := $(UV) run --frozen
+LOCALCLUSTER := PYTHONPATH=hack $(RUN) python -m localcluster
+NODES ?= 3
+export NODES
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(KUBEHERD_CACHE)/uv-$(UV_VERSION)/bin/uv:
+	python3 -m venv $(KUBEHERD_CACHE)/uv-$(UV_VERSION)
+	$(KUBEHERD_CACHE)/uv-$(UV_VERSION)/bin/pip install --quiet uv==$(UV_VERSION)
+
+.PHONY: tools
+tools: $(if $(shell command -v uv 2>/dev/null),,$(KUBEHERD_CACHE)/uv-$(UV_VERSION)/bin/uv) ## Install uv (into the cache) if it is not on PATH
+
+.PHONY: deps
+deps: tools ## Create .venv with the locked dependencies (uv.lock)
+	$(UV) sync --frozen
+
+.PHONY: lock
+lock: tools ## Re-resolve dependencies into uv.lock after editing pyproject.toml
+	$(UV) lock
+
+.PHONY: bins
+bins: deps ## Build (or find cached) etcd, kube-*, kubectl, kwok and helm from hack/*/go.mod
+	$(LOCALCLUSTER) build
+
+.PHONY: cluster-up
+cluster-up: deps ## Start the local control plane with NODES fake nodes (idempotent); see .cluster/
+	$(LOCALCLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: deps ## Stop every process cluster-up started
+	$(LOCALCLUSTER) down
+
+.PHONY: cluster-status
+cluster-status: deps ## Show which control-plane processes run
+	$(LOCALCLUSTER) status
+
+.PHONY: fmt
+fmt: deps ## Format and auto-fix the Python code
+	$(RUN) ruff format operator hack tests
+	$(RUN) ruff check --fix operator hack tests
+
+.PHONY: lint
+lint: deps ## ruff (lint and format check) and mypy --strict
+	$(RUN) ruff check operator hack tests
+	$(RUN) ruff format --check operator hack tests
+	$(RUN) mypy
+
+.PHONY: test
+test: lint bins ## Lint, then every test against a local control plane the tests start
+	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
+	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
+
+.PHONY: clean
+clean: cluster-down ## Stop the cluster and remove .cluster/ and caches in the tree
+	rm -rf .cluster .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""The local control plane kubeherd's tests and demos run against (see cluster.py)."""

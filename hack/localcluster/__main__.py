@@ -1,0 +1,67 @@
+"""`python -m localcluster build|up|down|status|env`: the commands behind the Makefile targets."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from localcluster.binaries import ALL_BINARIES, ensure_binaries
+from localcluster.cluster import ClusterError, LocalCluster
+
+DEFAULT_FOLDER = Path(__file__).resolve().parent.parent.parent / ".cluster"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
+    parser.add_argument(
+        "command",
+        choices=("build", "up", "down", "status"),
+        help="build: build or find the binaries; up: start (idempotent); down: stop; "
+        "status: what runs",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(os.environ.get("KUBEHERD_CLUSTER_DIR", DEFAULT_FOLDER)),
+        help="the cluster's folder (default: .cluster, or $KUBEHERD_CLUSTER_DIR)",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=int(os.environ.get("NODES", "3")),
+        help="fake nodes, the first a tainted control-plane node (default: $NODES or 3)",
+    )
+    options = parser.parse_args(argv)
+
+    try:
+        if options.command == "build":
+            started = time.monotonic()
+            binaries = ensure_binaries()
+            for name in ALL_BINARIES:
+                print(f"{name:<24} {binaries.path(name)}")
+            print(f"binaries ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
+            return 0
+        if options.command == "down":
+            # Stopping needs no binaries: it works even after the cache was removed.
+            LocalCluster(options.dir).down()
+            return 0
+        cluster = LocalCluster(options.dir, ensure_binaries(), nodes=options.nodes)
+        if options.command == "up":
+            cluster.up()
+            return 0
+        running = cluster.running_components()
+        for component, pid in running.items():
+            print(f"{component:<24} pid {pid}")
+        if not running:
+            print("no cluster running")
+        return 0 if cluster.is_up() else 1
+    except (ClusterError, RuntimeError, TimeoutError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

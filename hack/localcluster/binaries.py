@@ -1,0 +1,328 @@
+"""Build the control-plane binaries from the pinned Go wrapper modules, and cache them.
+
+The versions live in one place: the go.mod files under hack/. Each wrapper module holds only a
+go.mod and go.sum; `go build` compiles the upstream main packages it requires. Binaries land in
+a cache folder outside the repository whose name carries the versions, so a second run finds them
+in seconds and a version bump never mixes old and new binaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HACK_DIR = Path(__file__).resolve().parent.parent
+
+# Every binary the local cluster and the tests run.
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+ALL_BINARIES = (*CONTROL_PLANE, "kwok", "helm")
+# What KUBEBUILDER_ASSETS is expected to hold (the envtest layout).
+ENVTEST_BINARIES = ("etcd", "kube-apiserver", "kubectl")
+KWOK_STAGES_FILE = "kwok-stages.yaml"
+
+# The stages kwokctl enables by default: nodes become Ready and keep a Lease; scheduled pods
+# become Running; Job pods complete; deleted pods are finalised (the kubelet's job).
+KWOK_STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+
+Report = Callable[[str], None]
+
+
+def _print_report(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def required_version(module_dir: Path, module_path: str) -> str:
+    """The version of `module_path` that the wrapper module at `module_dir` requires."""
+    go_mod = (module_dir / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module_path)}\s+(v\S+)", go_mod, re.M)
+    if match is None:
+        raise RuntimeError(f"{module_dir}/go.mod does not require {module_path}")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One `go build` in one wrapper module, producing one or more binaries."""
+
+    name: str
+    module_dir: Path
+    main_module: str
+    packages: tuple[str, ...]
+    outputs: tuple[str, ...]
+    ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> str:
+        return required_version(self.module_dir, self.main_module)
+
+    def fingerprint(self) -> str:
+        """Changes whenever the build's inputs change: pins, checksums or flags."""
+        digest = hashlib.sha256()
+        for name in ("go.mod", "go.sum"):
+            digest.update((self.module_dir / name).read_bytes())
+        digest.update(repr((self.packages, self.ldflags, self.tags)).encode())
+        return digest.hexdigest()[:16]
+
+
+def _kubernetes_version_ldflags(version: str) -> tuple[str, ...]:
+    # Without these, every component reports v0.0.0-master+$Format:%H$, and tools that compare
+    # versions (helm's kubeVersion, kubectl's skew warning) misjudge the cluster.
+    major, minor = version.removeprefix("v").split(".")[:2]
+    flags: list[str] = []
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={version}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+            # A fixed date keeps the build reproducible and the Go build cache warm.
+            f"-X {package}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return tuple(flags)
+
+
+def build_steps() -> tuple[BuildStep, ...]:
+    kubernetes_dir = HACK_DIR / "k8s"
+    kubernetes_version = required_version(kubernetes_dir, "k8s.io/kubernetes")
+    helm_dir = HACK_DIR / "helm"
+    kwok_dir = HACK_DIR / "kwok"
+    return (
+        BuildStep(
+            name="kubernetes",
+            module_dir=kubernetes_dir,
+            main_module="k8s.io/kubernetes",
+            # One invocation, so the packages the four share are compiled once.
+            packages=tuple(
+                f"k8s.io/kubernetes/cmd/{name}"
+                for name in (
+                    "kube-apiserver",
+                    "kube-controller-manager",
+                    "kube-scheduler",
+                    "kubectl",
+                )
+            ),
+            outputs=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+            ldflags=_kubernetes_version_ldflags(kubernetes_version),
+            # The tags upstream's hack/lib/golang.sh builds release binaries with.
+            tags=("selinux", "notest", "grpcnotrace"),
+        ),
+        BuildStep(
+            name="etcd",
+            module_dir=HACK_DIR / "etcd",
+            main_module="go.etcd.io/etcd/server/v3",
+            packages=("go.etcd.io/etcd/server/v3",),
+            outputs=("etcd",),
+        ),
+        BuildStep(
+            name="kwok",
+            module_dir=kwok_dir,
+            main_module="sigs.k8s.io/kwok",
+            packages=("sigs.k8s.io/kwok/cmd/kwok",),
+            outputs=("kwok",),
+            ldflags=(
+                f"-X sigs.k8s.io/kwok/pkg/consts.Version="
+                f"{required_version(kwok_dir, 'sigs.k8s.io/kwok').removeprefix('v')}",
+            ),
+        ),
+        BuildStep(
+            name="helm",
+            module_dir=helm_dir,
+            main_module="helm.sh/helm/v4",
+            packages=("helm.sh/helm/v4/cmd/helm",),
+            outputs=("helm",),
+            ldflags=(
+                "-X helm.sh/helm/v4/internal/version.version="
+                + required_version(helm_dir, "helm.sh/helm/v4"),
+            ),
+        ),
+    )
+
+
+def versions_key(steps: tuple[BuildStep, ...]) -> str:
+    """A readable cache folder name: kubernetes-v1.37.2_etcd-v3.6.16_kwok-v0.8.0_helm-v4.3.1."""
+    return "_".join(f"{step.name}-{step.version}" for step in steps)
+
+
+def default_bin_dir() -> Path:
+    explicit = os.environ.get("KUBEHERD_BIN_DIR")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache_home / "kubeherd" / versions_key(build_steps()) / "bin"
+
+
+@dataclass
+class Binaries:
+    """Where each binary lives. Most come from bin_dir; KUBEBUILDER_ASSETS may override some."""
+
+    bin_dir: Path
+    overrides: dict[str, Path] = field(default_factory=dict)
+
+    def path(self, name: str) -> Path:
+        return self.overrides.get(name, self.bin_dir / name)
+
+    @property
+    def kwok_stages(self) -> Path:
+        return self.bin_dir / KWOK_STAGES_FILE
+
+    def link_into(self, folder: Path) -> None:
+        """Symlink every binary into `folder` (the cluster's bin/), replacing stale links."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ALL_BINARIES:
+            link = folder / name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(self.path(name))
+
+
+def _envtest_overrides() -> dict[str, Path]:
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return {}
+    folder = Path(assets).expanduser()
+    if not all((folder / name).is_file() for name in ENVTEST_BINARIES):
+        return {}
+    return {name: (folder / name).resolve() for name in ENVTEST_BINARIES}
+
+
+def _go_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        # Never download another Go toolchain: the machine's Go must satisfy the go.mod lines.
+        GOTOOLCHAIN="local",
+        # Static binaries, like upstream's release builds.
+        CGO_ENABLED="0",
+        # Lets `rm -rf` clean the module cache; go.sum must already list every module.
+        GOFLAGS=" ".join(filter(None, [env.get("GOFLAGS", ""), "-modcacherw", "-mod=readonly"])),
+    )
+    return env
+
+
+def _format_elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _run_go_build(step: BuildStep, out_dir: Path, label: str, report: Report) -> None:
+    """Run one `go build -v`, reporting the number of packages compiled every 20 seconds."""
+    # One package builds straight to its binary's name (etcd's main package would otherwise be
+    # named after its last path element, "server"); several build into the folder.
+    target = out_dir / step.outputs[0] if len(step.packages) == 1 else f"{out_dir}/"
+    command = ["go", "build", "-v", "-trimpath", "-o", str(target)]
+    if step.tags:
+        command.append("-tags=" + ",".join(step.tags))
+    command.append("-ldflags=" + " ".join(("-s", "-w", *step.ldflags)))
+    command += step.packages
+    started = time.monotonic()
+    compiled = 0
+    errors: list[str] = []
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(20):
+            report(
+                f"{label} still building: {compiled} packages compiled, "
+                f"{_format_elapsed(time.monotonic() - started)} elapsed"
+            )
+
+    ticker = threading.Thread(target=heartbeat, daemon=True)
+    ticker.start()
+    process = subprocess.Popen(
+        command,
+        cwd=step.module_dir,
+        env=_go_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        # `go build -v` prints one package path per line as it compiles; anything else
+        # (with a space, a colon or a #) is a diagnostic worth keeping for the error message.
+        if re.fullmatch(r"[\w.\-/~+]+", line.strip()):
+            compiled += 1
+        else:
+            errors.append(line.rstrip())
+    returncode = process.wait()
+    done.set()
+    if returncode != 0:
+        tail = "\n".join(errors[-40:])
+        raise RuntimeError(f"go build for {step.name} failed (exit {returncode}):\n{tail}")
+
+
+def _write_kwok_stages(kwok_dir: Path, bin_dir: Path) -> None:
+    """kwok has no built-in stages (only kwokctl embeds them): assemble them from its module."""
+    module_root = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
+        cwd=kwok_dir,
+        env=_go_environment(),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    documents = [
+        (Path(module_root) / relative).read_text().strip() for relative in KWOK_STAGE_FILES
+    ]
+    (bin_dir / KWOK_STAGES_FILE).write_text("\n---\n".join(documents) + "\n")
+
+
+def _stamp_path(bin_dir: Path, step: BuildStep) -> Path:
+    return bin_dir / f".{step.name}.built"
+
+
+def _is_current(bin_dir: Path, step: BuildStep) -> bool:
+    stamp = _stamp_path(bin_dir, step)
+    return (
+        stamp.is_file()
+        and stamp.read_text().strip() == step.fingerprint()
+        and all((bin_dir / output).is_file() for output in step.outputs)
+    )
+
+
+def ensure_binaries(bin_dir: Path | None = None, report: Report = _print_report) -> Binaries:
+    """Return the binaries, building whatever is missing or out of date (and only that)."""
+    bin_dir = bin_dir or default_bin_dir()
+    overrides = _envtest_overrides()
+    steps = build_steps()
+    # With KUBEBUILDER_ASSETS, kube-apiserver, etcd and kubectl come from there, but the
+    # controller manager and scheduler still come from the kubernetes build.
+    pending = [
+        step
+        for step in steps
+        if not _is_current(bin_dir, step) and not (step.name == "etcd" and "etcd" in overrides)
+    ]
+    if pending and shutil.which("go") is None:
+        raise RuntimeError("Go is needed to build the control plane binaries: install Go 1.26+")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for index, step in enumerate(pending, start=1):
+        label = f"[{index}/{len(pending)}] {step.name} {step.version}"
+        report(f"{label}: building {', '.join(step.outputs)} into {bin_dir}")
+        step_started = time.monotonic()
+        _run_go_build(step, bin_dir, label, report)
+        if step.name == "kwok":
+            _write_kwok_stages(step.module_dir, bin_dir)
+        _stamp_path(bin_dir, step).write_text(step.fingerprint() + "\n")
+        report(f"{label}: done in {_format_elapsed(time.monotonic() - step_started)}")
+    if pending:
+        report(f"cold build finished in {_format_elapsed(time.monotonic() - started)}")
+    if not (bin_dir / KWOK_STAGES_FILE).is_file():
+        kwok = next(step for step in steps if step.name == "kwok")
+        _write_kwok_stages(kwok.module_dir, bin_dir)
+    return Binaries(bin_dir=bin_dir, overrides=overrides)

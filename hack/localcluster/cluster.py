@@ -1,0 +1,538 @@
+"""Start and stop a local control plane: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok, plus fake nodes. Used by `make cluster-up/down` and by the tests.
+
+Everything a cluster owns lives in one folder (default `.cluster/`):
+
+    kubeconfig      admin credentials (system:masters) for kubectl and the tests
+    pki/            CA, serving and client certificates, the service-account key
+    logs/<name>.log one log per component
+    pids/<name>.pid one pid per component, so `down` stops exactly what `up` started
+    state.json      the ports in use
+    bin/            links to the cached binaries
+    etcd/           etcd's data
+
+Components are started in their own sessions, so they outlive `make cluster-up` and a Ctrl-C in
+the terminal that started them does not take the cluster down half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from localcluster.binaries import Binaries
+from localcluster.nodes import FakeNodes, default_node_manifests
+from localcluster.pki import Pki, generate_pki
+
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+# The order components start in; they stop in reverse.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+START_TIMEOUT = 90.0
+STOP_TIMEOUT = 15.0
+
+Report = Callable[[str], None]
+
+
+def _print_report(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    """Ports the kernel hands out as free right now (held together so they are distinct)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def port_is_listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _process_state(pid: int) -> str | None:
+    """The one-letter state from /proc/<pid>/stat, or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name in parentheses may contain spaces: the state follows the last ')'.
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _is_alive(pid: int) -> bool:
+    state = _process_state(pid)
+    return state is not None and state not in ("Z", "X")
+
+
+def _command_line(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+    def listening(self) -> list[int]:
+        return [port for port in self.__dict__.values() if port_is_listening(port)]
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        folder: Path,
+        binaries: Binaries | None = None,
+        *,
+        nodes: int = 3,
+        report: Report = _print_report,
+    ) -> None:
+        self.folder = folder.resolve()
+        self.binaries = binaries
+        self.node_count = nodes
+        self.report = report
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    # Paths -------------------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.folder / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.folder / "logs"
+
+    @property
+    def _pids(self) -> Path:
+        return self.folder / "pids"
+
+    @property
+    def _state_file(self) -> Path:
+        return self.folder / "state.json"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.folder / "pki")
+
+    def ports(self) -> Ports | None:
+        try:
+            return Ports(**json.loads(self._state_file.read_text())["ports"])
+        except (FileNotFoundError, KeyError, TypeError, json.JSONDecodeError):
+            return None
+
+    # Processes ---------------------------------------------------------------------------------
+
+    def _pid_of(self, component: str) -> int | None:
+        """The pid recorded for `component`, if that process still runs that component of ours."""
+        try:
+            pid = int((self._pids / f"{component}.pid").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        # A recycled pid would run something else: only trust it if it runs our binary in this
+        # cluster's folder (every component is started with the folder as its working directory).
+        command = _command_line(pid)
+        try:
+            working_directory = Path(f"/proc/{pid}/cwd").readlink()
+        except OSError:
+            return None
+        ours = bool(command) and Path(command[0]).name == component
+        return pid if ours and working_directory == self.folder and _is_alive(pid) else None
+
+    def running_components(self) -> dict[str, int]:
+        found = {name: self._pid_of(name) for name in COMPONENTS}
+        return {name: pid for name, pid in found.items() if pid is not None}
+
+    def is_up(self) -> bool:
+        return len(self.running_components()) == len(COMPONENTS) and self._apiserver_ready()
+
+    def _binaries(self) -> Binaries:
+        if self.binaries is None:
+            raise ClusterError("starting a cluster needs its binaries")
+        return self.binaries
+
+    def _start(self, component: str, arguments: list[str]) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._pids.mkdir(parents=True, exist_ok=True)
+        with (self.logs / f"{component}.log").open("ab") as log:
+            process = subprocess.Popen(
+                [str(self._binaries().path(component)), *arguments],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.folder,
+                start_new_session=True,
+            )
+        self._children[component] = process
+        (self._pids / f"{component}.pid").write_text(f"{process.pid}\n")
+
+    def _wait_until(self, component: str, check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not check():
+            if self._pid_of(component) is None:
+                raise ClusterError(
+                    f"{component} exited while starting\n{self._log_tail(component)}"
+                )
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{component}: {what} not reached in {START_TIMEOUT:.0f}s\n"
+                    f"{self._log_tail(component)}"
+                )
+            time.sleep(0.1)
+
+    def _log_tail(self, component: str, lines: int = 25) -> str:
+        log = self.logs / f"{component}.log"
+        text = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+        return f"--- last lines of {log} ---\n" + "\n".join(text)
+
+    # Health checks -----------------------------------------------------------------------------
+
+    def _get(self, url: str, *, client_cert: bool, verify: bool) -> int:
+        context = (
+            ssl.create_default_context(cafile=str(self.pki.ca_cert))
+            if verify
+            else (
+                ssl._create_unverified_context()  # noqa: S323 - components' self-signed health ports
+            )
+        )
+        if client_cert:
+            context.load_cert_chain(self.pki.admin_cert, self.pki.admin_key)
+        try:
+            with urllib.request.urlopen(url, context=context, timeout=2) as response:  # noqa: S310
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except (OSError, ssl.SSLError):
+            return 0
+
+    def _apiserver_ready(self) -> bool:
+        ports = self.ports()
+        return (
+            ports is not None
+            and self._get(
+                f"https://127.0.0.1:{ports.apiserver}/readyz", client_cert=True, verify=True
+            )
+            == 200
+        )
+
+    def _healthy(self, port: int) -> Callable[[], bool]:
+        return lambda: (
+            self._get(f"https://127.0.0.1:{port}/healthz", client_cert=False, verify=False) == 200
+        )
+
+    def _etcd_healthy(self, port: int) -> bool:
+        try:
+            url = f"http://127.0.0.1:{port}/health"
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(json.load(response).get("health") == "true")
+        except (OSError, ValueError):
+            return False
+
+    # Up and down -------------------------------------------------------------------------------
+
+    def up(self) -> None:
+        """Start the cluster, or do nothing but top up the default nodes if it already runs."""
+        started = time.monotonic()
+        if self.is_up():
+            self.report(f"cluster already running ({self.folder})")
+            self._create_default_nodes()
+            return
+        if self.running_components():
+            self.report("found a partly running cluster: stopping it first")
+        self.down(quiet=True)
+        self._reset_folder()
+        try:
+            self._start_control_plane()
+            self._create_default_nodes()
+            self._wait_for_default_service_account()
+        except BaseException:
+            self.down(quiet=True)
+            raise
+        self.report(
+            f"cluster ready in {time.monotonic() - started:.1f}s: {self.node_count} nodes, "
+            f"KUBECONFIG={self.kubeconfig}"
+        )
+
+    def _reset_folder(self) -> None:
+        for name in ("etcd", "pki", "pids", "logs", "kubeconfig", "state.json"):
+            path = self.folder / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._binaries().link_into(self.folder / "bin")
+
+    def _start_control_plane(self) -> None:
+        ports = Ports(*free_loopback_ports(6))
+        self._state_file.write_text(json.dumps({"ports": ports.__dict__}, indent=2) + "\n")
+        pki = generate_pki(self.folder / "pki")
+        self._write_kubeconfig(ports.apiserver, pki)
+        kubeconfig = str(self.kubeconfig)
+
+        step = time.monotonic()
+        etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
+        peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
+        self._start(
+            "etcd",
+            [
+                "--name=default",
+                f"--data-dir={self.folder / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                # A throwaway test store: skipping fsync makes writes an order of magnitude faster.
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_until("etcd", lambda: self._etcd_healthy(ports.etcd_client), "/health")
+        self.report(f"  etcd up in {time.monotonic() - step:.1f}s")
+
+        step = time.monotonic()
+        self._start(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                # Without it the API server looks for a default route to advertise, and these
+                # machines may have none.
+                "--advertise-address=127.0.0.1",
+                # Since 1.37 the endpoint reconciler refuses a loopback address; with none, the
+                # `kubernetes` Service just has no endpoints, which nothing here needs.
+                "--endpoint-reconciler-type=none",
+                f"--secure-port={ports.apiserver}",
+                f"--cert-dir={self.folder / 'pki'}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                # As kubeadm does; controller manager and scheduler read this CA at start-up
+                # and log errors every second without it. No front-proxy cert is ever issued.
+                f"--requestheader-client-ca-file={pki.ca_cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--authorization-mode=Node,RBAC",
+                f"--service-account-issuer=https://127.0.0.1:{ports.apiserver}",
+                f"--service-account-key-file={pki.service_account_public_key}",
+                f"--service-account-signing-key-file={pki.service_account_key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--profiling=false",
+            ],
+        )
+        self._wait_until("kube-apiserver", self._apiserver_ready, "/readyz")
+        self.report(f"  kube-apiserver up in {time.monotonic() - step:.1f}s")
+
+        step = time.monotonic()
+        self._start(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports.controller_manager}",
+                f"--cert-dir={self.folder / 'pki' / 'controller-manager'}",
+                "--leader-elect=false",
+                # Every default controller: garbage collector, namespace, deployment, replicaset,
+                # daemonset, serviceaccount, node lifecycle, ... at their default client QPS.
+                "--controllers=*",
+                # Each controller acts as its own service account, under the system:controller:*
+                # RBAC roles, as on a real cluster.
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki.service_account_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--cluster-signing-cert-file={pki.ca_cert}",
+                f"--cluster-signing-key-file={pki.ca_key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--profiling=false",
+            ],
+        )
+        self._start(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports.scheduler}",
+                f"--cert-dir={self.folder / 'pki' / 'scheduler'}",
+                "--leader-elect=false",
+                "--profiling=false",
+            ],
+        )
+        self._start(
+            "kwok",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--config={self._binaries().kwok_stages}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--cidr={POD_CIDR}",
+                "--node-ip=10.0.0.1",
+                f"--server-address=127.0.0.1:{ports.kwok}",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+        self._wait_until(
+            "kube-controller-manager", self._healthy(ports.controller_manager), "/healthz"
+        )
+        self._wait_until("kube-scheduler", self._healthy(ports.scheduler), "/healthz")
+        self._wait_until(
+            "kwok",
+            lambda: (
+                self._get(f"http://127.0.0.1:{ports.kwok}/healthz", client_cert=False, verify=False)
+                == 200
+            ),
+            "/healthz",
+        )
+        self.report(
+            f"  controller-manager, scheduler and kwok up in {time.monotonic() - step:.1f}s"
+        )
+
+    def _write_kubeconfig(self, port: int, pki: Pki) -> None:
+        import base64
+
+        def encoded(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "kubeherd-local",
+                    "cluster": {
+                        "server": f"https://127.0.0.1:{port}",
+                        "certificate-authority-data": encoded(pki.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "kubeherd-admin",
+                    "user": {
+                        "client-certificate-data": encoded(pki.admin_cert),
+                        "client-key-data": encoded(pki.admin_key),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "kubeherd-local",
+                    "context": {
+                        "cluster": "kubeherd-local",
+                        "user": "kubeherd-admin",
+                        "namespace": "default",
+                    },
+                }
+            ],
+            "current-context": "kubeherd-local",
+        }
+        # JSON is valid YAML, and every kubeconfig reader accepts it.
+        self.kubeconfig.write_text(json.dumps(config, indent=2) + "\n")
+        self.kubeconfig.chmod(0o600)
+
+    def core_v1(self) -> object:
+        from kubernetes import client, config
+
+        api_client = config.new_client_from_config(config_file=str(self.kubeconfig))
+        return client.CoreV1Api(api_client)
+
+    def _create_default_nodes(self) -> None:
+        step = time.monotonic()
+        FakeNodes(self.core_v1()).create(default_node_manifests(self.node_count))
+        self.report(f"  {self.node_count} nodes Ready in {time.monotonic() - step:.1f}s")
+
+    def _wait_for_default_service_account(self) -> None:
+        # Pods cannot be created in a namespace until the controller manager has made its
+        # `default` ServiceAccount; tests would otherwise race it.
+        from kubernetes.client.exceptions import ApiException
+
+        core: object = self.core_v1()
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                core.read_namespaced_service_account("default", "default")  # type: ignore[attr-defined]
+                return
+            except ApiException as error:
+                if error.status != 404 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+
+    def down(self, *, quiet: bool = False) -> None:
+        """Stop every component this folder's pid files name, in reverse start order."""
+        stopped = []
+        for component in reversed(COMPONENTS):
+            pid = self._pid_of(component)
+            if pid is not None:
+                self._stop(component, pid)
+                stopped.append(component)
+            with contextlib.suppress(FileNotFoundError):
+                (self._pids / f"{component}.pid").unlink()
+        if not quiet:
+            self.report(f"stopped {', '.join(stopped)}" if stopped else "no cluster running")
+
+    def _stop(self, component: str, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _is_alive(pid) and time.monotonic() < deadline:
+            self._reap(component)
+            time.sleep(0.05)
+        if _is_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            while _is_alive(pid):
+                time.sleep(0.05)
+        self._reap(component)
+
+    def _reap(self, component: str) -> None:
+        # Our own children would otherwise stay zombies until this process exits.
+        child = self._children.get(component)
+        if child is not None and child.poll() is not None:
+            del self._children[component]
+
+
+@contextlib.contextmanager
+def running_cluster(cluster: LocalCluster, *, keep: bool = False) -> Iterator[LocalCluster]:
+    """Bring the cluster up for the duration of a block; `keep` leaves it running afterwards."""
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        if not keep:
+            cluster.down()

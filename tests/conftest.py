@@ -1,0 +1,83 @@
+"""Fixtures shared by every test that needs the local control plane.
+
+`local_cluster` starts one cluster per test session in `.cluster/pytest/` (logs in its `logs/`)
+and stops it at the end. With KUBEHERD_REUSE_CLUSTER=1 the tests use the cluster that
+`make cluster-up` left running in `.cluster/` instead, and leave it running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.binaries import Binaries, ensure_binaries
+from localcluster.cluster import LocalCluster
+from tests.helpers import REPO, Kubectl, TrackedFakeNodes
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Binaries:
+    return ensure_binaries()
+
+
+@pytest.fixture(scope="session")
+def local_cluster(binaries: Binaries) -> Iterator[LocalCluster]:
+    if os.environ.get("KUBEHERD_REUSE_CLUSTER") == "1":
+        shared = LocalCluster(REPO / ".cluster", binaries)
+        if not shared.is_up():
+            pytest.fail("KUBEHERD_REUSE_CLUSTER=1 but no cluster runs: run `make cluster-up`")
+        yield shared
+        return
+    cluster = LocalCluster(REPO / ".cluster" / "pytest", binaries, nodes=3)
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def api_client(local_cluster: LocalCluster) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(local_cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def core_v1(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def apps_v1(api_client: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def kubectl(local_cluster: LocalCluster, binaries: Binaries) -> Kubectl:
+    return Kubectl(binaries.path("kubectl"), local_cluster.kubeconfig)
+
+
+@pytest.fixture
+def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own, named after it, deleted afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{slug}-{secrets.token_hex(3)}"
+    core_v1.create_namespace({"metadata": {"name": name}})
+    yield name
+    try:
+        core_v1.delete_namespace(name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+@pytest.fixture
+def fake_nodes(core_v1: client.CoreV1Api) -> Iterator[TrackedFakeNodes]:
+    nodes = TrackedFakeNodes(core_v1)
+    yield nodes
+    nodes.restore()
