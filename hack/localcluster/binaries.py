@@ -80,7 +80,7 @@ class BuildStep:
         return digest.hexdigest()[:16]
 
 
-def _kubernetes_version_ldflags(version: str) -> tuple[str, ...]:
+def kubernetes_version_ldflags(version: str) -> tuple[str, ...]:
     # Without these, every component reports v0.0.0-master+$Format:%H$, and tools that compare
     # versions (helm's kubeVersion, kubectl's skew warning) misjudge the cluster.
     major, minor = version.removeprefix("v").split(".")[:2]
@@ -118,7 +118,7 @@ def build_steps() -> tuple[BuildStep, ...]:
                 )
             ),
             outputs=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
-            ldflags=_kubernetes_version_ldflags(kubernetes_version),
+            ldflags=kubernetes_version_ldflags(kubernetes_version),
             # The tags upstream's hack/lib/golang.sh builds release binaries with.
             tags=("selinux", "notest", "grpcnotrace"),
         ),
@@ -191,7 +191,7 @@ class Binaries:
             link.symlink_to(self.path(name))
 
 
-def _envtest_overrides() -> dict[str, Path]:
+def envtest_overrides() -> dict[str, Path]:
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
         return {}
@@ -298,7 +298,7 @@ def _is_current(bin_dir: Path, step: BuildStep) -> bool:
 def ensure_binaries(bin_dir: Path | None = None, report: Report = _print_report) -> Binaries:
     """Return the binaries, building whatever is missing or out of date (and only that)."""
     bin_dir = bin_dir or default_bin_dir()
-    overrides = _envtest_overrides()
+    overrides = envtest_overrides()
     steps = build_steps()
     # With KUBEBUILDER_ASSETS, kube-apiserver, etcd and kubectl come from there, but the
     # controller manager and scheduler still come from the kubernetes build.
