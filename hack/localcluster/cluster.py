@@ -194,10 +194,18 @@ class LocalCluster:
         self._children[component] = process
         (self._pids / f"{component}.pid").write_text(f"{process.pid}\n")
 
+    def _has_exited(self, component: str) -> bool:
+        child = self._children.get(component)
+        if child is not None:
+            # Right after the fork, /proc still shows this Python process until the exec:
+            # our own child's exit status is the only reliable signal here.
+            return child.poll() is not None
+        return self._pid_of(component) is None
+
     def _wait_until(self, component: str, check: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while not check():
-            if self._pid_of(component) is None:
+            if self._has_exited(component):
                 raise ClusterError(
                     f"{component} exited while starting\n{self._log_tail(component)}"
                 )
@@ -498,6 +506,9 @@ class LocalCluster:
         stopped = []
         for component in reversed(COMPONENTS):
             pid = self._pid_of(component)
+            child = self._children.get(component)
+            if pid is None and child is not None and child.poll() is None:
+                pid = child.pid  # started by us, possibly not yet past its exec
             if pid is not None:
                 self._stop(component, pid)
                 stopped.append(component)
