@@ -47,6 +47,15 @@ cluster-down: deps ## Stop every process cluster-up started
 cluster-status: deps ## Show which control-plane processes run
 	$(LOCALCLUSTER) status
 
+.PHONY: crds
+crds: deps ## Regenerate crds/ from the pydantic models in operator/kubeherd/api
+	$(RUN) kubeherd crds > crds/customdaemonsets.kubeherd.io.yaml
+
+.PHONY: run
+run: cluster-up ## Apply the CRDs to the local cluster and run the operator in the foreground
+	.cluster/bin/kubectl --kubeconfig .cluster/kubeconfig apply --server-side -f crds/
+	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig $(RUN) kubeherd run --liveness=http://127.0.0.1:8080/healthz
+
 .PHONY: fmt
 fmt: deps ## Format and auto-fix the Python code
 	$(RUN) ruff format operator hack tests

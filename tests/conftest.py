@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client, config
@@ -18,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster.binaries import Binaries, ensure_binaries
 from localcluster.cluster import LocalCluster
-from tests.helpers import REPO, Kubectl, TrackedFakeNodes
+from tests.helpers import REPO, Kubectl, OperatorProcess, TrackedFakeNodes
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +35,8 @@ def local_cluster(binaries: Binaries) -> Iterator[LocalCluster]:
             pytest.fail("KUBEHERD_REUSE_CLUSTER=1 but no cluster runs: run `make cluster-up`")
         yield shared
         return
-    cluster = LocalCluster(REPO / ".cluster" / "pytest", binaries, nodes=3)
+    folder = Path(os.environ.get("KUBEHERD_TEST_CLUSTER_DIR", REPO / ".cluster" / "pytest"))
+    cluster = LocalCluster(folder, binaries, nodes=3)
     cluster.up()
     try:
         yield cluster
@@ -81,3 +83,23 @@ def fake_nodes(core_v1: client.CoreV1Api) -> Iterator[TrackedFakeNodes]:
     nodes = TrackedFakeNodes(core_v1)
     yield nodes
     nodes.restore()
+
+
+@pytest.fixture(scope="session")
+def crds_installed(kubectl: Kubectl) -> None:
+    """kubeherd's CRDs, applied from crds/ as a user would, and Established."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/customdaemonsets.kubeherd.io"
+    )
+
+
+@pytest.fixture(scope="session")
+def operator(local_cluster: LocalCluster, crds_installed: None) -> Iterator[OperatorProcess]:
+    """`kubeherd run` as a real process against the cluster, for the whole session."""
+    process = OperatorProcess(local_cluster, name="kubeherd")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
+from localcluster.cluster import LocalCluster
 from localcluster.nodes import FakeNodes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,3 +101,64 @@ class TrackedFakeNodes(FakeNodes):
                 name,
                 {"metadata": {"labels": labels}, "spec": {"taints": original["taints"] or None}},
             )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OperatorProcess:
+    """`kubeherd run` in a process of its own, logging to the cluster's logs/ folder."""
+
+    def __init__(
+        self, cluster: LocalCluster, *, name: str, arguments: tuple[str, ...] = ()
+    ) -> None:
+        self.cluster = cluster
+        self.log = cluster.logs / f"{name}.log"
+        self.port = _free_port()
+        self.arguments = arguments
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        environment = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        command = [
+            sys.executable,
+            "-m",
+            "kubeherd.cli",
+            "run",
+            f"--liveness=http://127.0.0.1:{self.port}/healthz",
+            # Short enough that a test sees a refused create retried within seconds.
+            "--max-create-backoff=4",
+            "--verbose",
+            *self.arguments,
+        ]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO
+            )
+        eventually(self._alive, timeout=60, what="the operator's liveness endpoint")
+
+    def _alive(self) -> bool:
+        if self._process is None or self._process.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            pytest.fail(f"the operator exited; its log ends with:\n{tail}")
+        try:
+            url = f"http://127.0.0.1:{self.port}/healthz"
+            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.send_signal(signal.SIGINT)
+        try:
+            self._process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None

@@ -1,0 +1,1 @@
+"""CustomDaemonSets: one daemon pod on every eligible node, as the native DaemonSet controller."""

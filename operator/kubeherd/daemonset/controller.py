@@ -1,0 +1,402 @@
+"""The CustomDaemonSet controller: level-based, one reconciliation at a time per object.
+
+Watch events only mark what changed (a CustomDaemonSet, or some nodes of it) and wake the
+object's runner. A runner takes everything marked so far, plans just those nodes, carries out the
+plan through the rate-limited client and writes the status if it changed; events that arrive
+meanwhile are folded into its next pass. So a burst of events costs one pass, a missed or
+repeated event changes nothing, and two passes never race on one object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubeherd.daemonset.eligibility import NodeInfo
+from kubeherd.daemonset.planning import (
+    CreatePod,
+    DeletePod,
+    NodeRecord,
+    PodInfo,
+    node_selector_text,
+    plan_nodes,
+    summarize,
+)
+from kubeherd.daemonset.pods import build_daemon_pod, template_hash
+from kubeherd.daemonset.status import build_status, status_changed
+from kubeherd.kube.client import Kube, Outcome
+
+logger = logging.getLogger(__name__)
+
+PLURAL = "customdaemonsets"
+Key = tuple[str, str]  # (namespace, name)
+
+
+class NodeSource(Protocol):
+    def get(self, name: str) -> NodeInfo | None: ...
+    def names(self) -> Iterable[str]: ...
+
+
+class PodSource(Protocol):
+    def on_node(self, key: Key, node: str) -> list[PodInfo]: ...
+    def nodes_with_pods(self, key: Key) -> set[str]: ...
+
+
+@dataclass
+class Backoff:
+    """Exponential delays: 1 s, 2 s, 4 s ... up to `limit`."""
+
+    limit: float
+    delay: float = 0.0
+
+    def next_delay(self) -> float:
+        self.delay = min(self.limit, max(1.0, self.delay * 2))
+        return self.delay
+
+    def reset(self) -> None:
+        self.delay = 0.0
+
+
+@dataclass
+class DaemonSetState:
+    """What the controller remembers of one CustomDaemonSet between passes."""
+
+    body: Mapping[str, Any]
+    ledger: dict[str, NodeRecord] = field(default_factory=dict)
+    # The template hash and generation the ledger was computed for; a change means all nodes.
+    revision: str = ""
+    generation: int = -1
+    dirty_nodes: set[str] = field(default_factory=set)
+    everything_dirty: bool = True
+    running: bool = False
+    create_failure: str | None = None
+    create_backoff: Backoff = field(default_factory=lambda: Backoff(60.0))
+    # Per node: (not before, backoff) after a failed pod, as the native controller does.
+    failed_pod_backoff: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
+    availability_check: asyncio.TimerHandle | None = None
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _involved(body: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = body["metadata"]
+    return {
+        "apiVersion": body.get("apiVersion", "kubeherd.io/v1alpha1"),
+        "kind": body.get("kind", "CustomDaemonSet"),
+        "name": metadata["name"],
+        "namespace": metadata["namespace"],
+        "uid": metadata["uid"],
+    }
+
+
+class EventBudget:
+    """Like the native event recorder's spam filter: a burst of events per object and reason,
+    then a slow trickle, so a rollout to 5,000 nodes does not post 5,000 events."""
+
+    def __init__(self, burst: int = 25, refill_seconds: float = 10.0) -> None:
+        self.burst = burst
+        self.refill_seconds = refill_seconds
+        self._tokens: dict[tuple[Key, str], tuple[float, float]] = {}
+
+    def allow(self, key: Key, reason: str, now: float) -> bool:
+        tokens, updated = self._tokens.get((key, reason), (float(self.burst), now))
+        tokens = min(self.burst, tokens + (now - updated) / self.refill_seconds)
+        allowed = tokens >= 1
+        self._tokens[(key, reason)] = (tokens - 1 if allowed else tokens, now)
+        return allowed
+
+    def forget(self, key: Key) -> None:
+        for entry in [entry for entry in self._tokens if entry[0] == key]:
+            del self._tokens[entry]
+
+
+class DaemonSetController:
+    def __init__(
+        self,
+        kube: Kube,
+        nodes: NodeSource,
+        pods: PodSource,
+        *,
+        max_create_backoff: float = 60.0,
+        max_failed_pod_backoff: float = 900.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.nodes = nodes
+        self.pods = pods
+        self.max_create_backoff = max_create_backoff
+        self.max_failed_pod_backoff = max_failed_pod_backoff
+        self.clock = clock
+        self.events = EventBudget()
+        self._states: dict[Key, DaemonSetState] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # Inputs: called from the watch handlers -----------------------------------------------
+
+    def daemonset_changed(self, body: Mapping[str, Any]) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        state = self._states.get(key)
+        if state is None:
+            state = DaemonSetState(body=body, create_backoff=Backoff(self.max_create_backoff))
+            self._states[key] = state
+        state.body = body
+        # Our own status writes come back as events too; only a new generation changes the plan.
+        if body["metadata"].get("generation", 0) != state.generation:
+            self._wake(key, everything=True)
+
+    def daemonset_deleted(self, key: Key) -> None:
+        state = self._states.pop(key, None)
+        if state is not None and state.availability_check is not None:
+            state.availability_check.cancel()
+        self.events.forget(key)
+
+    def node_changed(self, name: str) -> None:
+        for key in self._states:
+            self._wake(key, nodes=(name,))
+
+    def pod_changed(self, key: Key, node: str | None) -> None:
+        if key in self._states:
+            self._wake(key, nodes=(node,) if node else None, everything=node is None)
+
+    # The runner --------------------------------------------------------------------------
+
+    def _wake(self, key: Key, nodes: Iterable[str] | None = None, everything: bool = False) -> None:
+        state = self._states.get(key)
+        if state is None:
+            return
+        if everything:
+            state.everything_dirty = True
+        if nodes:
+            state.dirty_nodes.update(nodes)
+        if not state.running:
+            state.running = True
+            task = asyncio.get_running_loop().create_task(self._run(key, state))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _wake_later(self, key: Key, delay: float, nodes: Iterable[str]) -> None:
+        # Timers are not cancelled or merged: each is tiny, and one firing for an object that is
+        # gone (or already fine) only wakes a pass that finds nothing to do.
+        retry_nodes = tuple(nodes)
+        asyncio.get_running_loop().call_later(
+            delay, lambda: self._wake(key, nodes=retry_nodes, everything=not retry_nodes)
+        )
+
+    async def _run(self, key: Key, state: DaemonSetState) -> None:
+        try:
+            while (state.everything_dirty or state.dirty_nodes) and self._states.get(key) is state:
+                everything, nodes = state.everything_dirty, state.dirty_nodes
+                state.everything_dirty, state.dirty_nodes = False, set()
+                try:
+                    await self._reconcile(key, state, None if everything else nodes)
+                except Exception:
+                    # Never let one object's failure stop the others: retry it later.
+                    logger.exception("reconciling %s/%s failed; retrying", *key)
+                    self._wake_later(key, state.create_backoff.next_delay(), ())
+        finally:
+            state.running = False
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # One pass ----------------------------------------------------------------------------
+
+    async def _reconcile(self, key: Key, state: DaemonSetState, dirty: set[str] | None) -> None:
+        body = state.body
+        spec = body.get("spec") or {}
+        template = spec.get("template") or {}
+        pod_spec = template.get("spec") or {}
+        revision = template_hash(template)
+        generation = int(body["metadata"].get("generation", 0))
+        if dirty is None or revision != state.revision or generation != state.generation:
+            # A new template or generation can change every node's verdict.
+            dirty = set(self.nodes.names()) | set(state.ledger) | self.pods.nodes_with_pods(key)
+            if generation != state.generation:
+                state.failed_pod_backoff.clear()
+            state.revision, state.generation = revision, generation
+
+        now = self.clock()
+        plan = plan_nodes(
+            pod_spec,
+            sorted(dirty),
+            self.nodes.get,
+            lambda node: self.pods.on_node(key, node),
+            may_create=lambda node: self._may_create(state, node, now),
+        )
+        for name, record in plan.records.items():
+            if record is None:
+                state.ledger.pop(name, None)
+            else:
+                state.ledger[name] = record
+
+        await self._delete_pods(key, state, plan.deletes)
+        failure = await self._create_pods(key, state, plan.creates, revision)
+        self._schedule_retries(key, state, plan.creates, plan.backing_off, failure)
+        await self._write_status(key, state, spec, pod_spec, revision, generation)
+
+    def _may_create(self, state: DaemonSetState, node: str, now: float) -> bool:
+        entry = state.failed_pod_backoff.get(node)
+        return entry is None or entry[0] <= now
+
+    async def _delete_pods(self, key: Key, state: DaemonSetState, deletes: list[DeletePod]) -> None:
+        namespace = key[0]
+        now = self.clock()
+        for delete in deletes:
+            if delete.pod.finished:
+                # Replace a failed pod only after a growing delay, so a crashing daemon does
+                # not hammer the API server (and the node) with pods.
+                _, backoff = state.failed_pod_backoff.get(
+                    delete.node, (0.0, Backoff(self.max_failed_pod_backoff))
+                )
+                state.failed_pod_backoff[delete.node] = (now + backoff.next_delay(), backoff)
+                if delete.pod.phase == "Failed":
+                    self._event(
+                        key,
+                        state,
+                        "Warning",
+                        "FailedDaemonPod",
+                        f"Found failed daemon pod {namespace}/{delete.pod.name} "
+                        f"on node {delete.node}, will try to kill it",
+                    )
+        outcomes = await asyncio.gather(
+            *(self.kube.delete_pod(namespace, d.pod.name, d.pod.uid) for d in deletes)
+        )
+        for delete, outcome in zip(deletes, outcomes, strict=True):
+            if outcome.ok:
+                self._event(
+                    key,
+                    state,
+                    "Normal",
+                    "SuccessfulDelete",
+                    f"Deleted pod: {delete.pod.name} on node {delete.node} because {delete.why}",
+                )
+            elif not outcome.not_found:
+                self._event(
+                    key,
+                    state,
+                    "Warning",
+                    "FailedDelete",
+                    f"Error deleting pod {delete.pod.name} on node "
+                    f"{delete.node}: {outcome.message}",
+                )
+
+    async def _create_pods(
+        self, key: Key, state: DaemonSetState, creates: list[CreatePod], revision: str
+    ) -> Outcome | None:
+        """Create in batches of 1, 2, 4, ... and stop at the first batch with a failure, as the
+        native controller does: a quota that refuses one pod refuses the next 5,000 too."""
+        batch_size = 1
+        remaining = list(creates)
+        while remaining:
+            batch, remaining = remaining[:batch_size], remaining[batch_size:]
+            pods = [build_daemon_pod(state.body, create.node, revision) for create in batch]
+            outcomes = await asyncio.gather(*(self.kube.create_pod(key[0], pod) for pod in pods))
+            failure: Outcome | None = None
+            for pod, create, outcome in zip(pods, batch, outcomes, strict=True):
+                name = pod["metadata"]["name"]
+                if outcome.ok:
+                    self._event(
+                        key,
+                        state,
+                        "Normal",
+                        "SuccessfulCreate",
+                        f"Created pod: {name} on node {create.node}",
+                    )
+                elif not outcome.already_exists:
+                    failure = outcome
+                    self._event(
+                        key,
+                        state,
+                        "Warning",
+                        "FailedCreate",
+                        f"Error creating pod for node {create.node}: {outcome.message}",
+                    )
+            if failure is not None:
+                return failure
+            batch_size *= 2
+        return None
+
+    def _schedule_retries(
+        self,
+        key: Key,
+        state: DaemonSetState,
+        creates: list[CreatePod],
+        backing_off: list[str],
+        failure: Outcome | None,
+    ) -> None:
+        if failure is not None:
+            delay = state.create_backoff.next_delay()
+            state.create_failure = failure.message
+            logger.info(
+                "%s/%s: creates refused, retrying in %.0fs: %s", *key, delay, failure.message
+            )
+            self._wake_later(key, delay, [create.node for create in creates])
+            return
+        if creates:
+            state.create_backoff.reset()
+            state.create_failure = None
+        if backing_off:
+            now = self.clock()
+            soonest = min(state.failed_pod_backoff[node][0] for node in backing_off)
+            self._wake_later(key, max(0.0, soonest - now), backing_off)
+
+    async def _write_status(
+        self,
+        key: Key,
+        state: DaemonSetState,
+        spec: Mapping[str, Any],
+        pod_spec: Mapping[str, Any],
+        revision: str,
+        generation: int,
+    ) -> None:
+        now = self.clock()
+        summary = summarize(state.ledger, revision, int(spec.get("minReadySeconds") or 0), now)
+        previous = state.body.get("status") or {}
+        status = build_status(
+            summary,
+            generation=generation,
+            node_selector=node_selector_text(pod_spec),
+            previous=previous,
+            create_failure=state.create_failure,
+            now=_now_iso(),
+        )
+        if state.availability_check is not None:
+            state.availability_check.cancel()
+            state.availability_check = None
+        if summary.next_available_at is not None:
+            # No watch event marks the moment minReadySeconds have passed: wake up for it.
+            state.availability_check = asyncio.get_running_loop().call_later(
+                summary.next_available_at - now + 0.5, lambda: self._wake(key, everything=True)
+            )
+        if not status_changed(previous, status):
+            return
+        outcome = await self.kube.patch_status(PLURAL, key[0], key[1], status)
+        if outcome.ok:
+            # Remember what we wrote: the watch event with it may come after our next pass.
+            state.body = {**state.body, "status": {**previous, **status}}
+        elif not outcome.not_found:
+            logger.warning("%s/%s: status not written: %s", *key, outcome.message)
+
+    def _event(
+        self, key: Key, state: DaemonSetState, type_: str, reason: str, message: str
+    ) -> None:
+        """Post an Event in the background: a slow event must never hold up a rollout."""
+        logger.info("%s/%s: %s: %s", *key, reason, message)
+        if not self.events.allow(key, reason, self.clock()):
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.kube.post_event(
+                _involved(state.body), type_=type_, reason=reason, message=message, action=reason
+            )
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

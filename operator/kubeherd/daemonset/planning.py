@@ -1,0 +1,220 @@
+"""Desired versus actual, per node: which daemon pods to create and delete, and the status.
+
+Pure: plain data in, plain data out. The controller feeds it only the nodes that changed, so the
+work per event is proportional to what changed; the status is summed from a ledger with one small
+record per node, kept up to date the same way.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeherd.daemonset.eligibility import NodeInfo, Verdict, compile_pod_requirements
+from kubeherd.daemonset.pods import REVISION_LABEL, target_node
+
+# How many example node names a status entry on ineligible nodes lists.
+EXAMPLE_NODES = 3
+
+
+def parse_time(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """What the controller needs to know of one daemon pod: small, so thousands stay cheap."""
+
+    name: str
+    uid: str
+    node: str | None
+    phase: str
+    ready: bool
+    ready_since: float | None
+    revision: str
+    created: str
+    deleting: bool
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
+        metadata = body.get("metadata", {})
+        status = body.get("status") or {}
+        ready_condition: Mapping[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
+        ready = ready_condition.get("status") == "True"
+        return cls(
+            name=metadata.get("name", ""),
+            uid=metadata.get("uid", ""),
+            node=target_node(body),
+            phase=status.get("phase") or "Pending",
+            ready=ready,
+            ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
+            revision=(metadata.get("labels") or {}).get(REVISION_LABEL, ""),
+            created=metadata.get("creationTimestamp") or "",
+            deleting=bool(metadata.get("deletionTimestamp")),
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Failed", "Succeeded")
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node's standing for one CustomDaemonSet: its verdict and its daemon pods."""
+
+    verdict: Verdict
+    pods: tuple[PodInfo, ...]
+
+    @property
+    def oldest_pod(self) -> PodInfo | None:
+        # With several pods on a node, the oldest decides the status, as in the native controller.
+        return min(self.pods, key=lambda pod: (pod.created, pod.name)) if self.pods else None
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    node: str
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    node: str
+    pod: PodInfo
+    why: str
+
+
+@dataclass
+class NodePlan:
+    creates: list[CreatePod] = field(default_factory=list)
+    deletes: list[DeletePod] = field(default_factory=list)
+    # The ledger's new entries; None means the node is gone and its entry must go too.
+    records: dict[str, NodeRecord | None] = field(default_factory=dict)
+    # Nodes that need a pod but wait for their failed-pod backoff to pass.
+    backing_off: list[str] = field(default_factory=list)
+
+
+def plan_nodes(
+    pod_spec: Mapping[str, Any],
+    node_names: Iterable[str],
+    node_lookup: Callable[[str], NodeInfo | None],
+    pods_on_node: Callable[[str], Sequence[PodInfo]],
+    may_create: Callable[[str], bool] = lambda _node: True,
+) -> NodePlan:
+    """Plan the daemon pods of the given nodes only (the ones whose inputs changed)."""
+    plan = NodePlan()
+    requirements = compile_pod_requirements(pod_spec)
+    for name in node_names:
+        pods = [pod for pod in pods_on_node(name) if not pod.deleting]
+        node = node_lookup(name)
+        if node is None:
+            # Pods pinned to a node that no longer exists would stay Pending forever.
+            plan.deletes += [DeletePod(name, pod, "its node is gone") for pod in pods]
+            plan.records[name] = None
+            continue
+        verdict = requirements.verdict(node)
+        finished = [pod for pod in pods if pod.finished]
+        running = [pod for pod in pods if not pod.finished]
+        plan.deletes += [DeletePod(name, pod, f"it is {pod.phase}") for pod in finished]
+        if verdict.should_run:
+            if not running:
+                if may_create(name):
+                    plan.creates.append(CreatePod(name))
+                else:
+                    plan.backing_off.append(name)
+            elif len(running) > 1:
+                keep = min(running, key=lambda pod: (pod.created, pod.name))
+                plan.deletes += [
+                    DeletePod(name, pod, "the node has more than one daemon pod")
+                    for pod in running
+                    if pod is not keep
+                ]
+        elif not verdict.should_continue_running:
+            plan.deletes += [
+                DeletePod(name, pod, verdict.detail or str(verdict.reason)) for pod in running
+            ]
+        plan.records[name] = NodeRecord(verdict, tuple(running))
+    return plan
+
+
+@dataclass(frozen=True)
+class IneligibleNodes:
+    reason: str
+    detail: str
+    count: int
+    nodes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "detail": self.detail,
+            "count": self.count,
+            "nodes": list(self.nodes),
+        }
+
+
+@dataclass(frozen=True)
+class Summary:
+    desired: int
+    current: int
+    misscheduled: int
+    ready: int
+    available: int
+    updated: int
+    ineligible: tuple[IneligibleNodes, ...]
+    # When the next pod turns Available by minReadySeconds alone (no event will say so).
+    next_available_at: float | None
+
+    @property
+    def unavailable(self) -> int:
+        return self.desired - self.available
+
+
+def summarize(
+    ledger: Mapping[str, NodeRecord], revision: str, min_ready_seconds: int, now: float
+) -> Summary:
+    desired = current = misscheduled = ready = available = updated = 0
+    next_available_at: float | None = None
+    ineligible: Counter[tuple[str, str]] = Counter()
+    examples: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
+    for name, record in ledger.items():
+        verdict = record.verdict
+        oldest = record.oldest_pod
+        if not verdict.should_run:
+            key = (str(verdict.reason), verdict.detail)
+            ineligible[key] += 1
+            if len(examples[key]) < EXAMPLE_NODES:
+                examples[key].append(name)
+            misscheduled += oldest is not None
+            continue
+        desired += 1
+        if oldest is None:
+            continue
+        current += 1
+        updated += oldest.revision == revision
+        if oldest.ready:
+            ready += 1
+            available_at = (oldest.ready_since or now) + min_ready_seconds
+            if available_at <= now:
+                available += 1
+            elif next_available_at is None or available_at < next_available_at:
+                next_available_at = available_at
+    groups = tuple(
+        IneligibleNodes(reason, detail, count, tuple(sorted(examples[(reason, detail)])))
+        for (reason, detail), count in sorted(ineligible.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    return Summary(
+        desired, current, misscheduled, ready, available, updated, groups, next_available_at
+    )
+
+
+def node_selector_text(pod_spec: Mapping[str, Any]) -> str:
+    """The nodeSelector as `kubectl get daemonset` shows it: k=v,k2=v2, or <none>."""
+    selector = pod_spec.get("nodeSelector") or {}
+    return ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or "<none>"

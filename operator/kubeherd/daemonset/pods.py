@@ -1,0 +1,107 @@
+"""The daemon pod of one node: the template pinned to the node, as the native controller builds it.
+
+Pure: plain data in, plain data out; the inputs are never changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kubeherd.daemonset.eligibility import NODE_NAME_FIELD, with_daemon_tolerations
+
+OWNER_LABEL = "kubeherd.io/customdaemonset"
+REVISION_LABEL = "controller-revision-hash"
+NODE_ANNOTATION = "kubeherd.io/node"
+API_VERSION = "kubeherd.io/v1alpha1"
+KIND = "CustomDaemonSet"
+
+# No vowels, so that no digest spells a word (the alphabet Kubernetes uses for generated names).
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_DIGEST_LENGTH = 10
+
+
+def _digest(text: str) -> str:
+    number = int.from_bytes(hashlib.sha256(text.encode()).digest(), "big")
+    chars = []
+    for _ in range(_DIGEST_LENGTH):
+        number, index = divmod(number, len(_ALPHABET))
+        chars.append(_ALPHABET[index])
+    return "".join(chars)
+
+
+def template_hash(template: Mapping[str, Any]) -> str:
+    return _digest(json.dumps(template, sort_keys=True, separators=(",", ":")))
+
+
+def daemon_pod_name(cds_name: str, node_name: str, revision: str) -> str:
+    # Deterministic, unlike the native generateName: a create retried after a lost response is
+    # refused as AlreadyExists instead of making a second pod on the node.
+    return f"{cds_name}-{_digest(f'{node_name}/{revision}')}"
+
+
+def target_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod runs on or, while it is pending, the node its affinity pins it to."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in required.get("nodeSelectorTerms") or ():
+        for requirement in term.get("matchFields") or ():
+            if requirement.get("key") == NODE_NAME_FIELD and requirement.get("operator") == "In":
+                values = requirement.get("values") or []
+                return str(values[0]) if len(values) == 1 else None
+    return None
+
+
+def pinned_affinity(affinity: Mapping[str, Any] | None, node_name: str) -> dict[str, Any]:
+    """The affinity with its required node affinity replaced by one term naming the node.
+
+    The scheduler, not the controller, binds the pod, so it still honours the pod's resources,
+    ports, preferred node affinity and pod (anti-)affinity.
+    """
+    pinned = copy.deepcopy(dict(affinity or {}))
+    node_affinity = pinned["nodeAffinity"] = pinned.get("nodeAffinity") or {}
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In", "values": [node_name]}]}
+        ]
+    }
+    return pinned
+
+
+def build_daemon_pod(cds: Mapping[str, Any], node_name: str, revision: str) -> dict[str, Any]:
+    metadata = cds["metadata"]
+    template = copy.deepcopy(cds["spec"]["template"])
+    template_metadata = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    spec["tolerations"] = with_daemon_tolerations(spec)
+    spec["affinity"] = pinned_affinity(spec.get("affinity"), node_name)
+    pod_metadata: dict[str, Any] = {
+        "name": daemon_pod_name(metadata["name"], node_name, revision),
+        "namespace": metadata["namespace"],
+        "labels": {
+            **(template_metadata.get("labels") or {}),
+            OWNER_LABEL: metadata["name"],
+            REVISION_LABEL: revision,
+        },
+        "annotations": {**(template_metadata.get("annotations") or {}), NODE_ANNOTATION: node_name},
+        "ownerReferences": [
+            {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": metadata["name"],
+                "uid": metadata["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    # The native controller copies the template's finalizers too.
+    if template_metadata.get("finalizers"):
+        pod_metadata["finalizers"] = template_metadata["finalizers"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}

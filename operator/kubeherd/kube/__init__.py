@@ -1,0 +1,1 @@
+"""The one place that talks to the API server: a shared client, rate-limited writes, events."""

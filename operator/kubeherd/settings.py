@@ -1,0 +1,49 @@
+"""Kopf settings, set on purpose in one place (applied by the startup handler)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import kopf
+
+from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    """What `kubeherd run` lets a user choose."""
+
+    limits: WriteLimits = field(default_factory=WriteLimits)
+    # Ceiling of the delay between retries when the API server refuses pod creates (quota...).
+    max_create_backoff: float = 60.0
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    # Our own names on anything Kopf might write to objects we own (never to Nodes: the node
+    # handlers are raw events and indices, which persist nothing).
+    settings.persistence.finalizer = "kubeherd.io/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+        prefix="kubeherd.io", v1=False
+    )
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kubeherd.io", key="last-handled-configuration", v1=False
+    )
+    # Events kubeherd posts itself; Kopf's own ones (handler failures) carry our name too.
+    settings.posting.reporting_component = REPORTING_COMPONENT
+    settings.posting.level = logging.WARNING
+    # Watch only the pods we made: the API server filters, so memory does not grow with the
+    # number of other pods in the cluster.
+    settings.watching.label_selectors["v1", "pods"] = OWNER_LABEL
+    # Explicit timeouts: a watch is restarted by the server every 10 minutes at most, and a
+    # silent stream is detected by Kopf's inactivity timeout (bookmarks arrive every minute).
+    settings.watching.server_timeout = 600
+    settings.watching.client_timeout = 660
+    settings.watching.connect_timeout = 30
+    settings.watching.inactivity_timeout = 180
+    settings.networking.request_timeout = 60
+    settings.networking.connect_timeout = 30
+    settings.execution.default_backoff = 10
+    # Every handler is async; should a sync one ever be added, it runs in a small, bounded pool.
+    settings.execution.max_workers = 4

@@ -1,0 +1,244 @@
+"""Planning and status, with plain data: what the controller decides for given nodes and pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubeherd.daemonset.eligibility import NodeInfo, Taint
+from kubeherd.daemonset.planning import (
+    NodePlan,
+    NodeRecord,
+    PodInfo,
+    node_selector_text,
+    plan_nodes,
+    summarize,
+)
+from kubeherd.daemonset.status import build_status, status_changed
+
+SPEC: dict[str, Any] = {"containers": [{"name": "agent", "image": "agent:1"}]}
+NOW = 1_000_000.0
+
+
+def node(name: str, *taints: Taint, **labels: str) -> NodeInfo:
+    return NodeInfo(name=name, labels={"kubernetes.io/hostname": name, **labels}, taints=taints)
+
+
+def pod(
+    name: str,
+    node: str,
+    *,
+    phase: str = "Running",
+    ready: bool = True,
+    ready_since: float | None = NOW - 60,
+    revision: str = "r1",
+    created: str = "2026-01-01T00:00:00Z",
+    deleting: bool = False,
+) -> PodInfo:
+    return PodInfo(
+        name=name,
+        uid=f"uid-{name}",
+        node=node,
+        phase=phase,
+        ready=ready,
+        ready_since=ready_since if ready else None,
+        revision=revision,
+        created=created,
+        deleting=deleting,
+    )
+
+
+def plan(
+    nodes: dict[str, NodeInfo],
+    pods: dict[str, list[PodInfo]],
+    spec: dict[str, Any] = SPEC,
+    names: list[str] | None = None,
+    may_create: bool = True,
+) -> Any:
+    return plan_nodes(
+        spec,
+        names if names is not None else sorted(set(nodes) | set(pods)),
+        nodes.get,
+        lambda name: pods.get(name, []),
+        may_create=lambda _name: may_create,
+    )
+
+
+def test_an_eligible_node_without_a_pod_gets_one() -> None:
+    result = plan({"a": node("a")}, {})
+
+    assert [c.node for c in result.creates] == ["a"]
+    assert result.deletes == []
+
+
+def test_an_eligible_node_with_its_pod_needs_nothing() -> None:
+    result = plan({"a": node("a")}, {"a": [pod("p", "a")]})
+
+    assert result.creates == []
+    assert result.deletes == []
+
+
+def test_only_the_given_nodes_are_planned() -> None:
+    result = plan({"a": node("a"), "b": node("b")}, {}, names=["b"])
+
+    assert [c.node for c in result.creates] == ["b"]
+    assert set(result.records) == {"b"}
+
+
+def test_a_pod_whose_node_is_gone_is_deleted_and_the_node_leaves_the_ledger() -> None:
+    result = plan({}, {"gone": [pod("p", "gone")]})
+
+    assert [(d.node, d.pod.name) for d in result.deletes] == [("gone", "p")]
+    assert result.records == {"gone": None}
+
+
+def test_an_untolerated_no_schedule_taint_keeps_the_running_pod() -> None:
+    tainted = node("a", Taint(key="maintenance", effect="NoSchedule"))
+
+    result = plan({"a": tainted}, {"a": [pod("p", "a")]})
+
+    assert result.deletes == []
+    assert result.creates == []
+    record = result.records["a"]
+    assert record is not None
+    assert not record.verdict.should_run
+    assert record.verdict.should_continue_running
+
+
+def test_an_untolerated_no_execute_taint_deletes_the_pod() -> None:
+    tainted = node("a", Taint(key="maintenance", effect="NoExecute"))
+
+    result = plan({"a": tainted}, {"a": [pod("p", "a")]})
+
+    assert [d.pod.name for d in result.deletes] == ["p"]
+
+
+def test_a_failed_pod_is_deleted_and_replaced_unless_backing_off() -> None:
+    failed = {"a": [pod("p", "a", phase="Failed", ready=False)]}
+
+    replaced = plan({"a": node("a")}, failed)
+    waiting = plan({"a": node("a")}, failed, may_create=False)
+
+    assert [d.pod.name for d in replaced.deletes] == ["p"]
+    assert [c.node for c in replaced.creates] == ["a"]
+    assert [d.pod.name for d in waiting.deletes] == ["p"]
+    assert waiting.creates == []
+    assert waiting.backing_off == ["a"]
+
+
+def test_of_two_pods_on_one_node_the_oldest_stays() -> None:
+    pods = {
+        "a": [
+            pod("new", "a", created="2026-01-02T00:00:00Z"),
+            pod("old", "a", created="2026-01-01T00:00:00Z"),
+        ]
+    }
+
+    result = plan({"a": node("a")}, pods)
+
+    assert [d.pod.name for d in result.deletes] == ["new"]
+
+
+def test_a_pod_being_deleted_does_not_count() -> None:
+    result = plan({"a": node("a")}, {"a": [pod("p", "a", deleting=True)]})
+
+    assert [c.node for c in result.creates] == ["a"]
+    assert result.deletes == []
+
+
+def ledger(**records: NodeRecord) -> dict[str, NodeRecord]:
+    return dict(records)
+
+
+def record_for(info: NodeInfo, pods: list[PodInfo]) -> NodeRecord:
+    result = plan({info.name: info}, {info.name: pods})
+    entry = result.records[info.name]
+    assert entry is not None
+    return entry
+
+
+def test_summary_counts_like_the_native_daemonset_status() -> None:
+    tainted = node("t", Taint(key="maintenance", effect="NoSchedule"))
+    book = ledger(
+        a=record_for(node("a"), [pod("pa", "a")]),
+        b=record_for(node("b"), [pod("pb", "b", ready=False)]),
+        c=record_for(node("c"), []),
+        d=record_for(node("d"), [pod("pd", "d", revision="old")]),
+        t=record_for(tainted, [pod("pt", "t")]),
+    )
+
+    summary = summarize(book, "r1", 0, NOW)
+
+    assert (summary.desired, summary.current, summary.ready, summary.available) == (4, 3, 2, 2)
+    assert (summary.updated, summary.misscheduled, summary.unavailable) == (2, 1, 2)
+    assert [(g.reason, g.detail, g.count, g.nodes) for g in summary.ineligible] == [
+        ("UntoleratedTaint", "maintenance:NoSchedule", 1, ("t",))
+    ]
+
+
+def test_min_ready_seconds_delay_availability_and_say_when() -> None:
+    book = ledger(a=record_for(node("a"), [pod("pa", "a", ready_since=NOW - 5)]))
+
+    summary = summarize(book, "r1", 30, NOW)
+
+    assert (summary.ready, summary.available) == (1, 0)
+    assert summary.next_available_at == NOW + 25
+
+
+def test_ineligible_nodes_are_grouped_by_reason_with_a_few_examples() -> None:
+    nodes = {f"n{i}": node(f"n{i}") for i in range(5)}
+    spec = {**SPEC, "nodeSelector": {"disk": "ssd"}}
+    result = plan(nodes, {}, spec=spec)
+    book = {name: rec for name, rec in result.records.items() if rec is not None}
+
+    (group,) = summarize(book, "r1", 0, NOW).ineligible
+
+    assert (group.reason, group.count) == ("NodeSelectorMismatch", 5)
+    assert group.nodes == ("n0", "n1", "n2")
+
+
+def test_the_node_selector_reads_as_kubectl_prints_it() -> None:
+    assert node_selector_text({"nodeSelector": {"b": "2", "a": "1"}}) == "a=1,b=2"
+    assert node_selector_text({}) == "<none>"
+
+
+def test_status_is_unchanged_when_nothing_changed_and_keeps_transition_times() -> None:
+    summary = summarize(ledger(a=record_for(node("a"), [pod("pa", "a")])), "r1", 0, NOW)
+    first = build_status(
+        summary,
+        generation=1,
+        node_selector="<none>",
+        previous={},
+        create_failure=None,
+        now="2026-01-01T00:00:00Z",
+    )
+
+    again = build_status(
+        summary,
+        generation=1,
+        node_selector="<none>",
+        previous=first,
+        create_failure=None,
+        now="2026-01-01T00:05:00Z",
+    )
+
+    assert not status_changed(first, again)
+    assert again["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_refused_create_shows_as_a_replica_failure_condition() -> None:
+    summary = summarize(ledger(a=record_for(node("a"), [])), "r1", 0, NOW)
+
+    status = build_status(
+        summary,
+        generation=2,
+        node_selector="<none>",
+        previous={},
+        create_failure='pods "x" is forbidden: exceeded quota',
+        now="2026-01-01T00:00:00Z",
+    )
+
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Available"]["status"] == "False"
+    assert conditions["ReplicaFailure"]["reason"] == "FailedCreate"
+    assert "exceeded quota" in conditions["ReplicaFailure"]["message"]
+    assert status["numberUnavailable"] == 1
