@@ -147,7 +147,7 @@ class OperatorProcess:
             pytest.fail(f"the operator exited; its log ends with:\n{tail}")
         try:
             url = f"http://127.0.0.1:{self.port}/healthz"
-            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310
+            with urllib.request.urlopen(url, timeout=1) as response:
                 return bool(response.status == 200)
         except OSError:
             return False

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
+
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE
-
-from tests.helpers import Kubectl, OperatorProcess, TrackedFakeNodes, eventually
+from tests.helpers import REPO, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
 
@@ -26,48 +27,16 @@ WORKERS = {"worker-1", "worker-2"}
 ALL_NODES = WORKERS | {CONTROL_PLANE_NODE}
 CONTROL_PLANE_TOLERATION = {"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}
 
-# Seed 004's fluentd-elasticsearch DaemonSet, as a CustomDaemonSet (the seed's
-# node-role.kubernetes.io/master toleration is control-plane since Kubernetes 1.24).
-FLUENTD: dict[str, Any] = {
-    "apiVersion": f"{GROUP}/{VERSION}",
-    "kind": "CustomDaemonSet",
-    "metadata": {"name": "fluentd-elasticsearch", "labels": {"k8s-app": "fluentd-logging"}},
-    "spec": {
-        "selector": {"matchLabels": {"name": "fluentd-elasticsearch"}},
-        "template": {
-            "metadata": {"labels": {"name": "fluentd-elasticsearch"}},
-            "spec": {
-                "tolerations": [CONTROL_PLANE_TOLERATION],
-                "containers": [
-                    {
-                        "name": "fluentd-elasticsearch",
-                        "image": "quay.io/fluentd_elasticsearch/fluentd:v5.0.1",
-                        "resources": {
-                            "limits": {"memory": "200Mi"},
-                            "requests": {"cpu": "100m", "memory": "200Mi"},
-                        },
-                        "volumeMounts": [
-                            {"name": "varlog", "mountPath": "/var/log"},
-                            {
-                                "name": "varlibdockercontainers",
-                                "mountPath": "/var/lib/docker/containers",
-                                "readOnly": True,
-                            },
-                        ],
-                    }
-                ],
-                "terminationGracePeriodSeconds": 30,
-                "volumes": [
-                    {"name": "varlog", "hostPath": {"path": "/var/log"}},
-                    {
-                        "name": "varlibdockercontainers",
-                        "hostPath": {"path": "/var/lib/docker/containers"},
-                    },
-                ],
-            },
-        },
-    },
-}
+
+def load_example(name: str) -> dict[str, Any]:
+    """An example from examples/, moved into the test's namespace: the examples are tested."""
+    manifest: dict[str, Any] = yaml.safe_load((REPO / "examples" / name).read_text())
+    manifest["metadata"].pop("namespace", None)
+    return manifest
+
+
+# Seed 004's fluentd-elasticsearch DaemonSet, as a CustomDaemonSet.
+FLUENTD = load_example("fluentd-elasticsearch.yaml")
 
 
 def agent(name: str = "agent", **pod_spec: Any) -> dict[str, Any]:
@@ -136,16 +105,17 @@ class DaemonSets:
     def wait_for_nodes(
         self, name: str, nodes: set[str], *, running: bool = True, timeout: float = 60
     ) -> list[Any]:
-        def settled() -> list[Any] | None:
+        def settled() -> tuple[list[Any]] | None:
             pods = self.pods(name)
             placed = [target_node_of(pod) for pod in pods]
             if sorted(placed) != sorted(nodes):
                 return None
             if running and any(pod.status.phase != "Running" for pod in pods):
                 return None
-            return pods
+            return (pods,)  # truthy even when no pods are wanted
 
-        return eventually(settled, timeout=timeout, what=f"{name} pods on exactly {sorted(nodes)}")
+        what = f"{name} pods on exactly {sorted(nodes)}"
+        return eventually(settled, timeout=timeout, what=what)[0]
 
     def wait_for_status(self, name: str, timeout: float = 60, **expected: int) -> dict[str, Any]:
         def matches() -> dict[str, Any] | None:
@@ -396,6 +366,34 @@ def test_creates_refused_by_a_quota_warn_and_converge_once_it_allows(
     daemonsets.wait_for_nodes(name, WORKERS)
     status = daemonsets.wait_for_status(name, currentNumberScheduled=2, numberAvailable=2)
     assert "ReplicaFailure" not in {c["type"] for c in status["conditions"]}
+
+
+def test_a_create_forbidden_by_a_limit_range_carries_the_api_message(
+    daemonsets: DaemonSets, core_v1: client.CoreV1Api
+) -> None:
+    core_v1.create_namespaced_limit_range(
+        daemonsets.namespace,
+        {
+            "metadata": {"name": "small"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "50m"}}]},
+        },
+    )
+    manifest = agent()
+    manifest["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "100m"},
+        "limits": {"cpu": "100m"},
+    }
+    name = daemonsets.create(manifest)
+
+    refused = eventually(lambda: daemonsets.events(name, "FailedCreate"), what="FailedCreate")
+
+    assert refused[0].type == "Warning"
+    assert "maximum cpu usage per Container is 50m" in refused[0].message
+    status = daemonsets.wait_for_status(name, desiredNumberScheduled=2, currentNumberScheduled=0)
+    assert any(
+        c["type"] == "ReplicaFailure" and c["status"] == "True" for c in status["conditions"]
+    )
+    assert daemonsets.pods(name) == []
 
 
 def test_deleting_the_custom_daemonset_garbage_collects_its_pods(daemonsets: DaemonSets) -> None:

@@ -6,7 +6,6 @@ from typing import Any
 
 from kubeherd.daemonset.eligibility import NodeInfo, Taint
 from kubeherd.daemonset.planning import (
-    NodePlan,
     NodeRecord,
     PodInfo,
     node_selector_text,
