@@ -43,9 +43,12 @@ class Kubectl:
         self._binary = binary
         self._kubeconfig = kubeconfig
 
+    def command(self, *arguments: str) -> list[str]:
+        return [str(self._binary), f"--kubeconfig={self._kubeconfig}", *arguments]
+
     def __call__(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self._binary), f"--kubeconfig={self._kubeconfig}", *arguments],
+            self.command(*arguments),
             capture_output=True,
             text=True,
             check=check,

@@ -6,6 +6,7 @@ from typing import Any
 
 from kubeherd.daemonset.eligibility import NodeInfo, Taint
 from kubeherd.daemonset.planning import (
+    NodePlan,
     NodeRecord,
     PodInfo,
     node_selector_text,
@@ -52,7 +53,7 @@ def plan(
     spec: dict[str, Any] = SPEC,
     names: list[str] | None = None,
     may_create: bool = True,
-) -> Any:
+) -> NodePlan:
     return plan_nodes(
         spec,
         names if names is not None else sorted(set(nodes) | set(pods)),

@@ -1,0 +1,1 @@
+"""The kubeherd.io API: pydantic models, and the CRDs generated from them."""

@@ -1,0 +1,358 @@
+"""The CustomDaemonSet API (kubeherd.io/v1alpha1): the single source of truth for crds/.
+
+The spec mirrors apps/v1 DaemonSetSpec. The pod template is modelled only as far as kubeherd
+reads it (placement and tolerations) plus what every pod needs (containers); all other pod
+fields pass through untouched, so a real pod spec (volumes, resources, probes, ...) is kept, and
+the API server checks them when kubeherd creates the pods.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
+
+PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
+INT_OR_STRING: JsonDict = {"x-kubernetes-int-or-string": True}
+# Bounds that keep the API server's cost estimate of the CEL rules below its limit.
+MAX_LABELS = 64
+MAX_EXPRESSIONS = 32
+MAX_VALUES = 64
+LABEL_KEY_LENGTH = 317
+LABEL_VALUE_LENGTH = 63
+LABEL_VALUE: JsonDict = {"type": "string", "maxLength": LABEL_VALUE_LENGTH}
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class PassThrough(Model):
+    """An object kubeherd does not look into: every field is kept as written."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE)
+
+
+class SelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class LabelSelectorRequirement(Model):
+    key: str = Field(max_length=LABEL_KEY_LENGTH, description="The label key the rule is about.")
+    operator: SelectorOperator = Field(
+        description="How the label's value is compared with values: In, NotIn, Exists or "
+        "DoesNotExist."
+    )
+    values: list[str] | None = Field(
+        default=None,
+        max_length=MAX_VALUES,
+        description="The values for In and NotIn; must be empty for Exists and DoesNotExist.",
+        json_schema_extra={"items": LABEL_VALUE},
+    )
+
+
+class LabelSelector(Model):
+    match_labels: dict[str, str] | None = Field(
+        default=None,
+        description="Labels a pod must carry, each with exactly this value.",
+        json_schema_extra={"maxProperties": MAX_LABELS, "additionalProperties": LABEL_VALUE},
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None,
+        max_length=MAX_EXPRESSIONS,
+        description="Rules on pod labels that must all hold.",
+    )
+
+
+class NodeSelectorRequirement(Model):
+    key: str = Field(
+        description="A node label key (matchExpressions) or metadata.name (matchFields)."
+    )
+    operator: str = Field(description="In, NotIn, Exists, DoesNotExist, Gt or Lt.")
+    values: list[str] | None = Field(
+        default=None, description="The values to compare with; one integer for Gt and Lt."
+    )
+
+
+class NodeSelectorTerm(Model):
+    match_expressions: list[NodeSelectorRequirement] | None = Field(
+        default=None, description="Rules on node labels; all must hold."
+    )
+    match_fields: list[NodeSelectorRequirement] | None = Field(
+        default=None, description="Rules on node fields (only metadata.name); all must hold."
+    )
+
+
+class NodeSelector(Model):
+    node_selector_terms: list[NodeSelectorTerm] = Field(
+        description="A node matches when it matches any one of these terms."
+    )
+
+
+class PreferredSchedulingTerm(Model):
+    weight: int = Field(ge=1, le=100, description="How much the scheduler favours a match.")
+    preference: NodeSelectorTerm = Field(description="The nodes this preference favours.")
+
+
+class NodeAffinity(Model):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = Field(
+        default=None,
+        description="Nodes that may run a daemon pod. kubeherd replaces these terms in each "
+        "pod it creates by one that names the pod's node.",
+    )
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = (
+        Field(default=None, description="Kept as is in each daemon pod.")
+    )
+
+
+class Affinity(Model):
+    model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE)
+
+    node_affinity: NodeAffinity | None = Field(
+        default=None, description="Which nodes are eligible (required) or favoured (preferred)."
+    )
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class Toleration(Model):
+    key: str | None = Field(
+        default=None, description="The taint key tolerated; empty with Exists means every key."
+    )
+    operator: TolerationOperator | None = Field(
+        default=None, description="Equal (the default) compares values; Exists ignores them."
+    )
+    value: str | None = Field(default=None, description="The taint value tolerated (Equal).")
+    effect: TaintEffect | None = Field(
+        default=None, description="The taint effect tolerated; empty means every effect."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="For NoExecute: how long the pod stays once tainted."
+    )
+
+
+class Container(Model):
+    """A container; only name and image are checked here, the rest is passed through."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE)
+
+    name: str = Field(description="The container's name, unique in the pod.")
+    image: str = Field(description="The container image to run.")
+
+
+class RestartPolicy(StrEnum):
+    ALWAYS = "Always"
+
+
+class PodSpec(Model):
+    """The daemon pods' spec. Fields not listed here are kept as written and checked by the API
+    server when the pods are created."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE)
+
+    containers: list[Container] = Field(
+        min_length=1, description="The pod's containers; at least one."
+    )
+    node_name: str | None = Field(
+        default=None,
+        description="If set, only this node is eligible. kubeherd itself never sets nodeName: "
+        "the scheduler binds each pod.",
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="Only nodes with all these labels are eligible."
+    )
+    affinity: Affinity | None = Field(default=None, description="Node and pod affinity.")
+    tolerations: list[Toleration] | None = Field(
+        default=None,
+        description="Taints the pods tolerate. kubeherd adds the tolerations every daemon pod "
+        "has (not-ready, unreachable, disk-, memory- and pid-pressure, unschedulable, and "
+        "network-unavailable with hostNetwork).",
+    )
+    host_network: bool | None = Field(
+        default=None, description="Run in the node's network namespace."
+    )
+    scheduler_name: str | None = Field(
+        default=None,
+        description="The scheduler that binds the pods; empty means default-scheduler.",
+    )
+    restart_policy: RestartPolicy = Field(
+        default=RestartPolicy.ALWAYS, description="Always: a daemon pod is always restarted."
+    )
+
+
+class TemplateMetadata(Model):
+    labels: dict[str, str] = Field(
+        description="Labels of every daemon pod; spec.selector must match them.",
+        json_schema_extra={
+            "maxProperties": MAX_LABELS,
+            "minProperties": 1,
+            "additionalProperties": LABEL_VALUE,
+        },
+    )
+    annotations: dict[str, str] | None = Field(
+        default=None, description="Annotations of every daemon pod."
+    )
+
+
+class PodTemplate(Model):
+    metadata: TemplateMetadata = Field(description="Labels and annotations of the daemon pods.")
+    spec: PodSpec = Field(description="The daemon pods' spec.")
+
+
+class UpdateStrategyType(StrEnum):
+    ROLLING_UPDATE = "RollingUpdate"
+    ON_DELETE = "OnDelete"
+
+
+class RollingUpdate(Model):
+    max_unavailable: int | str = Field(
+        default=1,
+        description="How many nodes (or what percentage, rounded up) may lack an available "
+        "pod during an update.",
+        json_schema_extra=INT_OR_STRING,
+    )
+    max_surge: int | str = Field(
+        default=0,
+        description="How many nodes (or what percentage, rounded up) may run an old and a new "
+        "pod at once during an update.",
+        json_schema_extra=INT_OR_STRING,
+    )
+
+
+class UpdateStrategy(Model):
+    type: UpdateStrategyType = Field(
+        default=UpdateStrategyType.ROLLING_UPDATE,
+        description="RollingUpdate replaces pods when the template changes; OnDelete only when "
+        "a pod is deleted. (Template roll-outs are not implemented yet.)",
+    )
+    rolling_update: RollingUpdate = Field(
+        default_factory=RollingUpdate,
+        description="Limits of a rolling update.",
+        json_schema_extra={"default": {}},
+    )
+
+
+class CustomDaemonSetSpec(Model):
+    selector: LabelSelector = Field(
+        description="Which pods belong to this CustomDaemonSet. Must match "
+        "template.metadata.labels, must not be empty, and cannot be changed.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "spec.selector is immutable"}
+            ]
+        },
+    )
+    template: PodTemplate = Field(description="The pod that runs on every eligible node.")
+    min_ready_seconds: int = Field(
+        default=0, ge=0, description="Seconds a pod must be Ready before it counts as available."
+    )
+    update_strategy: UpdateStrategy = Field(
+        default_factory=UpdateStrategy,
+        description="How pods are replaced when the template changes.",
+        json_schema_extra={"default": {}},
+    )
+    revision_history_limit: int = Field(
+        default=10, ge=0, description="How many old template revisions to keep."
+    )
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    type: str = Field(description="Available, or ReplicaFailure while creates are refused.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, description="A one-word reason.")
+    message: str | None = Field(default=None, description="What happened, in words.")
+    last_transition_time: str | None = Field(
+        default=None,
+        description="When status last changed.",
+        json_schema_extra={"format": "date-time"},
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The generation this condition describes."
+    )
+
+
+class IneligibleNodes(Model):
+    reason: str = Field(
+        description="NodeNameMismatch, NodeSelectorMismatch, NodeAffinityMismatch or "
+        "UntoleratedTaint."
+    )
+    detail: str | None = Field(default=None, description="The taint or selector concerned.")
+    count: int = Field(description="How many nodes have no pod for this reason.")
+    nodes: list[str] | None = Field(default=None, description="A few of those nodes.")
+
+
+class CustomDaemonSetStatus(Model):
+    desired_number_scheduled: int | None = Field(default=None, description="Eligible nodes.")
+    current_number_scheduled: int | None = Field(
+        default=None, description="Eligible nodes with a daemon pod (Pending ones count)."
+    )
+    number_misscheduled: int | None = Field(
+        default=None, description="Ineligible nodes that still run a daemon pod."
+    )
+    number_ready: int | None = Field(
+        default=None, description="Eligible nodes whose daemon pod is Ready."
+    )
+    number_available: int | None = Field(
+        default=None,
+        description="Eligible nodes whose daemon pod has been Ready for minReadySeconds.",
+    )
+    number_unavailable: int | None = Field(
+        default=None, description="Eligible nodes without an available daemon pod."
+    )
+    updated_number_scheduled: int | None = Field(
+        default=None, description="Eligible nodes whose daemon pod runs the current template."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation this status describes."
+    )
+    collision_count: int | None = Field(
+        default=None, description="Reserved for revision name collisions."
+    )
+    node_selector: str | None = Field(
+        default=None, description="The template's nodeSelector as k=v pairs (for kubectl get)."
+    )
+    ineligible_nodes: list[IneligibleNodes] | None = Field(
+        default=None, description="Why nodes have no daemon pod, grouped by reason."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="Available, and ReplicaFailure while the API server refuses creates.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+
+
+class CustomDaemonSet(Model):
+    """One pod per eligible node, placed by node affinity and bound by a scheduler, like an
+    apps/v1 DaemonSet."""
+
+    api_version: str = Field(default="kubeherd.io/v1alpha1", description="kubeherd.io/v1alpha1")
+    kind: str = Field(default="CustomDaemonSet", description="CustomDaemonSet")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard metadata.")
+    spec: CustomDaemonSetSpec = Field(description="What to run and where.")
+    status: CustomDaemonSetStatus | None = Field(
+        default=None, description="What kubeherd observed, written by kubeherd."
+    )

@@ -1,0 +1,189 @@
+"""What the API server itself accepts and refuses at `kubectl apply`, from the generated CRD."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import Kubectl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds_installed")]
+
+
+def valid(name: str = "agent") -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeherd.io/v1alpha1",
+        "kind": "CustomDaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent", "tier": "node"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "agent",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "20Mi"}},
+                        }
+                    ],
+                    "volumes": [{"name": "logs", "hostPath": {"path": "/var/log"}}],
+                },
+            },
+        },
+    }
+
+
+def apply(
+    kubectl: Kubectl, namespace: str, manifest: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*kubectl.command("-n", namespace, "apply", "-f", "-")],
+        input=yaml.safe_dump(manifest),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def refused(kubectl: Kubectl, namespace: str, manifest: dict[str, Any]) -> str:
+    result = apply(kubectl, namespace, manifest)
+    assert result.returncode != 0, "the API server accepted an invalid CustomDaemonSet"
+    return result.stderr
+
+
+def test_a_valid_object_is_stored_with_defaults_and_every_pod_field(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    assert apply(kubectl, namespace, valid()).returncode == 0
+
+    stored = json.loads(kubectl("-n", namespace, "get", "cds", "agent", "-o", "json").stdout)
+
+    spec = stored["spec"]
+    assert spec["minReadySeconds"] == 0
+    assert spec["revisionHistoryLimit"] == 10
+    assert spec["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    pod_spec = spec["template"]["spec"]
+    assert pod_spec["restartPolicy"] == "Always"
+    assert pod_spec["volumes"] == [{"name": "logs", "hostPath": {"path": "/var/log"}}]
+    assert pod_spec["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "20Mi"}
+
+
+def test_kubectl_get_prints_the_daemonset_columns(kubectl: Kubectl, namespace: str) -> None:
+    apply(kubectl, namespace, valid())
+
+    header = kubectl("-n", namespace, "get", "cds").stdout.splitlines()[0]
+
+    assert header.split() == [
+        "NAME",
+        "DESIRED",
+        "CURRENT",
+        "READY",
+        "UP-TO-DATE",
+        "AVAILABLE",
+        "NODE",
+        "SELECTOR",
+        "AGE",
+    ]
+
+
+def test_a_selector_that_does_not_match_the_labels_is_refused(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    manifest = valid()
+    manifest["spec"]["selector"] = {"matchLabels": {"app": "other"}}
+
+    assert "spec.selector does not match spec.template.metadata.labels" in refused(
+        kubectl, namespace, manifest
+    )
+
+
+@pytest.mark.parametrize(
+    ("expression", "matches"),
+    [
+        ({"key": "tier", "operator": "In", "values": ["node", "edge"]}, True),
+        ({"key": "tier", "operator": "In", "values": ["edge"]}, False),
+        ({"key": "tier", "operator": "NotIn", "values": ["edge"]}, True),
+        ({"key": "tier", "operator": "NotIn", "values": ["node"]}, False),
+        ({"key": "tier", "operator": "Exists"}, True),
+        ({"key": "zone", "operator": "Exists"}, False),
+        ({"key": "zone", "operator": "DoesNotExist"}, True),
+        ({"key": "tier", "operator": "DoesNotExist"}, False),
+    ],
+)
+def test_match_expressions_are_checked_against_the_labels(
+    kubectl: Kubectl, namespace: str, expression: dict[str, Any], matches: bool
+) -> None:
+    manifest = valid()
+    manifest["spec"]["selector"]["matchExpressions"] = [expression]
+
+    result = apply(kubectl, namespace, manifest)
+
+    assert (result.returncode == 0) == matches, result.stderr
+
+
+def test_an_empty_selector_is_refused(kubectl: Kubectl, namespace: str) -> None:
+    manifest = valid()
+    manifest["spec"]["selector"] = {}
+
+    assert "spec.selector must not be empty" in refused(kubectl, namespace, manifest)
+
+
+def test_the_selector_cannot_change(kubectl: Kubectl, namespace: str) -> None:
+    apply(kubectl, namespace, valid())
+    changed = valid()
+    changed["spec"]["selector"] = {"matchLabels": {"tier": "node"}}
+
+    assert "spec.selector is immutable" in refused(kubectl, namespace, changed)
+
+
+def test_a_restart_policy_other_than_always_is_refused(kubectl: Kubectl, namespace: str) -> None:
+    manifest = valid()
+    manifest["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+
+    message = refused(kubectl, namespace, manifest)
+
+    assert "restartPolicy" in message
+    assert '"Always"' in message
+
+
+def test_an_unknown_toleration_effect_is_refused(kubectl: Kubectl, namespace: str) -> None:
+    manifest = valid()
+    manifest["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "Sometimes"}
+    ]
+
+    message = refused(kubectl, namespace, manifest)
+
+    assert "effect" in message
+    assert "NoSchedule" in message
+
+
+def test_a_template_without_containers_is_refused(kubectl: Kubectl, namespace: str) -> None:
+    manifest = copy.deepcopy(valid())
+    manifest["spec"]["template"]["spec"]["containers"] = []
+
+    assert "containers" in refused(kubectl, namespace, manifest)
+
+
+def test_a_name_longer_than_a_label_value_is_refused(kubectl: Kubectl, namespace: str) -> None:
+    assert "at most 63 characters" in refused(kubectl, namespace, valid("a" * 64))
+
+
+def test_kubectl_explain_describes_the_fields(kubectl: Kubectl) -> None:
+    template = kubectl("explain", "cds.spec.template").stdout
+    selector = kubectl("explain", "cds.spec.selector").stdout
+    tolerations = kubectl("explain", "cds.spec.template.spec.tolerations").stdout
+
+    assert "The pod that runs on every eligible node." in template
+    assert "Must match template.metadata.labels" in " ".join(selector.split())
+    assert "not-ready" in tolerations
