@@ -311,6 +311,9 @@ class DaemonSetController:
                         "SuccessfulCreate",
                         f"Created pod: {name} on node {create.node}",
                     )
+                elif outcome.namespace_terminating:
+                    # As the native controller: nothing to create in a namespace on its way out.
+                    return None
                 elif not outcome.already_exists:
                     failure = outcome
                     self._event(

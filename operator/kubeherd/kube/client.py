@@ -58,6 +58,10 @@ class Outcome:
     def not_found(self) -> bool:
         return self.status == 404
 
+    @property
+    def namespace_terminating(self) -> bool:
+        return self.status == 403 and "because it is being terminated" in self.message
+
 
 class Kube:
     def __init__(self, api_client: Any, limits: WriteLimits) -> None:
