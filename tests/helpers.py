@@ -23,6 +23,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 T = TypeVar("T")
 
+# `kubectl get cds` header words, as `kubectl get daemonset` prints them ("NODE SELECTOR" splits).
+CDS_COLUMNS = [
+    "NAME",
+    "DESIRED",
+    "CURRENT",
+    "READY",
+    "UP-TO-DATE",
+    "AVAILABLE",
+    "NODE",
+    "SELECTOR",
+    "AGE",
+]
+
 
 def eventually(probe: Callable[[], T | None], *, timeout: float = 60, what: str = "") -> T:
     """Poll `probe` until it returns something truthy; fail naming `what` after `timeout`."""

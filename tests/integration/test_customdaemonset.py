@@ -18,7 +18,7 @@ from kubernetes import client
 
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE
-from tests.helpers import REPO, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
+from tests.helpers import CDS_COLUMNS, REPO, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
 
@@ -218,17 +218,7 @@ def test_kubectl_get_shows_the_printer_columns_with_the_right_numbers(
 
     table = kubectl("get", "cds", name, "-n", daemonsets.namespace).stdout.splitlines()
 
-    assert table[0].split() == [
-        "NAME",
-        "DESIRED",
-        "CURRENT",
-        "READY",
-        "UP-TO-DATE",
-        "AVAILABLE",
-        "NODE",
-        "SELECTOR",
-        "AGE",
-    ]
+    assert table[0].split() == CDS_COLUMNS
     assert table[1].split()[:7] == [name, "2", "2", "2", "2", "2", "kubernetes.io/os=linux"]
 
 

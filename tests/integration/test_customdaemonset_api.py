@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import Kubectl
+from tests.helpers import CDS_COLUMNS, Kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds_installed")]
 
@@ -83,17 +83,7 @@ def test_kubectl_get_prints_the_daemonset_columns(kubectl: Kubectl, namespace: s
 
     header = kubectl("-n", namespace, "get", "cds").stdout.splitlines()[0]
 
-    assert header.split() == [
-        "NAME",
-        "DESIRED",
-        "CURRENT",
-        "READY",
-        "UP-TO-DATE",
-        "AVAILABLE",
-        "NODE",
-        "SELECTOR",
-        "AGE",
-    ]
+    assert header.split() == CDS_COLUMNS
 
 
 def test_a_selector_that_does_not_match_the_labels_is_refused(
