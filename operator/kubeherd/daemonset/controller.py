@@ -34,6 +34,9 @@ from kubeherd.kube.client import Kube, Outcome
 logger = logging.getLogger(__name__)
 
 PLURAL = "customdaemonsets"
+# While events keep coming, the status is still written at least this often (seconds).
+STATUS_INTERVAL_WHILE_BUSY = 1.0
+COALESCE_SECONDS = 0.05
 Key = tuple[str, str]  # (namespace, name)
 
 
@@ -79,6 +82,7 @@ class DaemonSetState:
     # Per node: (not before, backoff) after a failed pod, as the native controller does.
     failed_pod_backoff: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
     availability_check: asyncio.TimerHandle | None = None
+    status_written_at: float = 0.0
 
 
 def _now_iso() -> str:
@@ -190,6 +194,8 @@ class DaemonSetController:
         )
 
     async def _run(self, key: Key, state: DaemonSetState) -> None:
+        # Watch events come in bursts: let a burst gather so that one pass covers it.
+        await asyncio.sleep(COALESCE_SECONDS)
         try:
             while (state.everything_dirty or state.dirty_nodes) and self._states.get(key) is state:
                 everything, nodes = state.everything_dirty, state.dirty_nodes
@@ -225,6 +231,7 @@ class DaemonSetController:
             state.revision, state.generation = revision, generation
 
         now = self.clock()
+        logger.debug("%s/%s: pass over %d nodes", *key, len(dirty))
         plan = plan_nodes(
             pod_spec,
             sorted(dirty),
@@ -241,6 +248,12 @@ class DaemonSetController:
         await self._delete_pods(key, state, plan.deletes)
         failure = await self._create_pods(key, state, plan.creates, revision)
         self._schedule_retries(key, state, plan.creates, plan.backing_off, failure)
+        busy = state.everything_dirty or bool(state.dirty_nodes)
+        if busy and self.clock() - state.status_written_at < STATUS_INTERVAL_WHILE_BUSY:
+            # More events are already waiting: their pass writes the status. While nodes trickle
+            # in one by one (a cluster coming up, thousands of pods starting), a status write per
+            # pass would cost as much as the pass itself.
+            return
         await self._write_status(key, state, spec, pod_spec, revision, generation)
 
     def _may_create(self, state: DaemonSetState, node: str, now: float) -> bool:
@@ -382,6 +395,7 @@ class DaemonSetController:
             )
         if not status_changed(previous, status):
             return
+        state.status_written_at = self.clock()
         outcome = await self.kube.patch_status(PLURAL, key[0], key[1], status)
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
