@@ -441,3 +441,90 @@ def test_status_json_is_what_kubectl_shows(daemonsets: DaemonSets, kubectl: Kube
 
     assert shown["status"]["desiredNumberScheduled"] == 2
     assert {c["type"]: c["status"] for c in shown["status"]["conditions"]} == {"Available": "True"}
+
+
+def revision_of(pod: Any) -> str:
+    return str(pod.metadata.labels["controller-revision-hash"])
+
+
+def test_an_image_change_rolls_out_one_node_at_a_time(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    extra = {"roll-1", "roll-2", "roll-3"}
+    for name in sorted(extra):
+        fake_nodes.add(name, zone="zone-c")
+    nodes = WORKERS | extra
+    name = daemonsets.create(agent())
+    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+
+    daemonsets.patch_spec(
+        name,
+        {
+            "template": {
+                "spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}
+            }
+        },
+    )
+
+    # Watch the pods while the rollout runs: never more than one node without a Ready pod.
+    worst = 0
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        pods = daemonsets.pods(name)
+        ready_nodes = {
+            target_node_of(p)
+            for p in pods
+            if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        }
+        worst = max(worst, len(nodes - ready_nodes))
+        if (
+            len(pods) == len(nodes)
+            and all(revision_of(p) != old_revision for p in pods)
+            and (ready_nodes == nodes)
+        ):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the rollout did not finish in 90 s")
+    assert worst <= 1
+    assert {p.spec.containers[0].image for p in daemonsets.pods(name)} == {
+        "registry.k8s.io/pause:3.9"
+    }
+    daemonsets.wait_for_status(
+        name, desiredNumberScheduled=5, updatedNumberScheduled=5, numberAvailable=5
+    )
+
+
+def test_on_delete_replaces_a_pod_only_when_it_is_deleted(
+    daemonsets: DaemonSets, core_v1: client.CoreV1Api
+) -> None:
+    manifest = agent()
+    manifest["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    name = daemonsets.create(manifest)
+    pods = daemonsets.wait_for_nodes(name, WORKERS)
+    old_revision = revision_of(pods[0])
+
+    daemonsets.patch_spec(
+        name,
+        {
+            "template": {
+                "spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}
+            }
+        },
+    )
+    daemonsets.wait_for_status(name, observedGeneration=2, updatedNumberScheduled=0)
+    time.sleep(3)
+    assert {revision_of(p) for p in daemonsets.pods(name)} == {old_revision}
+
+    victim = next(p for p in pods if p.spec.node_name == "worker-1")
+    core_v1.delete_namespaced_pod(victim.metadata.name, daemonsets.namespace)
+
+    def worker_1_updated() -> bool:
+        return any(
+            target_node_of(p) == "worker-1" and revision_of(p) != old_revision
+            for p in daemonsets.pods(name)
+        )
+
+    eventually(worker_1_updated, what="a new-revision pod on worker-1")
+    revisions = {target_node_of(p): revision_of(p) for p in daemonsets.pods(name)}
+    assert revisions["worker-2"] == old_revision

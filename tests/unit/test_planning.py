@@ -11,6 +11,7 @@ from kubeherd.daemonset.planning import (
     PodInfo,
     node_selector_text,
     plan_nodes,
+    plan_rolling_update,
     summarize,
 )
 from kubeherd.daemonset.status import build_status, status_changed
@@ -242,3 +243,49 @@ def test_a_refused_create_shows_as_a_replica_failure_condition() -> None:
     assert conditions["ReplicaFailure"]["reason"] == "FailedCreate"
     assert "exceeded quota" in conditions["ReplicaFailure"]["message"]
     assert status["numberUnavailable"] == 1
+
+
+def rolling(book: dict[str, NodeRecord], **update: Any) -> tuple[list[str], bool]:
+    deletes, outdated = plan_rolling_update(book, "r2", update, 0, NOW, set())
+    return [d.pod.name for d in deletes], outdated
+
+
+def test_a_rolling_update_replaces_at_most_max_unavailable_available_pods() -> None:
+    book = {n: record_for(node(n), [pod(f"p{n}", n, revision="r1")]) for n in "abcd"}
+
+    assert rolling(book) == (["pa"], True)
+    assert rolling(book, maxUnavailable=2) == (["pa", "pb"], True)
+    assert rolling(book, maxUnavailable="50%") == (["pa", "pb"], True)
+    assert rolling(book, maxUnavailable="30%") == (["pa", "pb"], True)  # rounded up
+
+
+def test_unavailable_old_pods_go_at_once_and_use_up_the_budget() -> None:
+    book = {
+        "a": record_for(node("a"), [pod("pa", "a", revision="r1", ready=False)]),
+        "b": record_for(node("b"), [pod("pb", "b", revision="r1")]),
+    }
+
+    assert rolling(book) == (["pa"], True)
+
+
+def test_a_node_without_an_available_pod_stops_the_rollout() -> None:
+    book = {
+        "a": record_for(node("a"), [pod("pa", "a", revision="r2", ready=False)]),
+        "b": record_for(node("b"), [pod("pb", "b", revision="r1")]),
+    }
+
+    assert rolling(book) == ([], True)
+
+
+def test_pods_already_deleted_count_as_gone() -> None:
+    book = {n: record_for(node(n), [pod(f"p{n}", n, revision="r1")]) for n in "ab"}
+
+    deletes, _ = plan_rolling_update(book, "r2", {}, 0, NOW, {"uid-pa"})
+
+    assert deletes == []
+
+
+def test_the_rollout_is_over_when_no_old_pod_is_left() -> None:
+    book = {n: record_for(node(n), [pod(f"p{n}", n, revision="r2")]) for n in "ab"}
+
+    assert rolling(book) == ([], False)

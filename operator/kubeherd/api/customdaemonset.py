@@ -229,7 +229,8 @@ class RollingUpdate(Model):
     max_surge: int | str = Field(
         default=0,
         description="How many nodes (or what percentage, rounded up) may run an old and a new "
-        "pod at once during an update.",
+        "pod at once during an update. Accepted but not acted on yet: updates replace pods "
+        "without surge.",
         json_schema_extra=INT_OR_STRING,
     )
 
@@ -238,7 +239,7 @@ class UpdateStrategy(Model):
     type: UpdateStrategyType = Field(
         default=UpdateStrategyType.ROLLING_UPDATE,
         description="RollingUpdate replaces pods when the template changes; OnDelete only when "
-        "a pod is deleted. (Template roll-outs are not implemented yet.)",
+        "a pod is deleted.",
     )
     rolling_update: RollingUpdate = Field(
         default_factory=RollingUpdate,

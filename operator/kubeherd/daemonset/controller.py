@@ -25,6 +25,7 @@ from kubeherd.daemonset.planning import (
     PodInfo,
     node_selector_text,
     plan_nodes,
+    plan_rolling_update,
     summarize,
 )
 from kubeherd.daemonset.pods import build_daemon_pod, template_hash
@@ -83,6 +84,9 @@ class DaemonSetState:
     failed_pod_backoff: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
     availability_check: asyncio.TimerHandle | None = None
     status_written_at: float = 0.0
+    # A rolling update may have old pods left: every pass then looks at all nodes' pods.
+    rolling: bool = False
+    rollout_deleted: set[str] = field(default_factory=set)
 
 
 def _now_iso() -> str:
@@ -228,6 +232,7 @@ class DaemonSetController:
             dirty = set(self.nodes.names()) | set(state.ledger) | self.pods.nodes_with_pods(key)
             if generation != state.generation:
                 state.failed_pod_backoff.clear()
+            state.rolling = True
             state.revision, state.generation = revision, generation
 
         now = self.clock()
@@ -245,6 +250,11 @@ class DaemonSetController:
             else:
                 state.ledger[name] = record
 
+        strategy = spec.get("updateStrategy") or {}
+        if state.rolling and strategy.get("type", "RollingUpdate") == "RollingUpdate":
+            plan.deletes += self._rollout_deletes(
+                state, plan.deletes, strategy, spec, revision, now
+            )
         await self._delete_pods(key, state, plan.deletes)
         failure = await self._create_pods(key, state, plan.creates, revision)
         self._schedule_retries(key, state, plan.creates, plan.backing_off, failure)
@@ -255,6 +265,31 @@ class DaemonSetController:
             # pass would cost as much as the pass itself.
             return
         await self._write_status(key, state, spec, pod_spec, revision, generation)
+
+    def _rollout_deletes(
+        self,
+        state: DaemonSetState,
+        planned: list[DeletePod],
+        strategy: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        revision: str,
+        now: float,
+    ) -> list[DeletePod]:
+        live = {pod.uid for record in state.ledger.values() for pod in record.pods}
+        state.rollout_deleted &= live
+        deletes, outdated = plan_rolling_update(
+            state.ledger,
+            revision,
+            strategy.get("rollingUpdate") or {},
+            int(spec.get("minReadySeconds") or 0),
+            now,
+            state.rollout_deleted,
+        )
+        state.rolling = outdated
+        already = {delete.pod.uid for delete in planned}
+        deletes = [delete for delete in deletes if delete.pod.uid not in already]
+        state.rollout_deleted |= {delete.pod.uid for delete in deletes}
+        return deletes
 
     def _may_create(self, state: DaemonSetState, node: str, now: float) -> bool:
         entry = state.failed_pod_backoff.get(node)

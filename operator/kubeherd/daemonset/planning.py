@@ -8,6 +8,7 @@ record per node, kept up to date the same way.
 from __future__ import annotations
 
 import datetime
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -218,3 +219,58 @@ def node_selector_text(pod_spec: Mapping[str, Any]) -> str:
     """The nodeSelector as `kubectl get daemonset` shows it: k=v,k2=v2, or <none>."""
     selector = pod_spec.get("nodeSelector") or {}
     return ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or "<none>"
+
+
+def resolve_budget(value: int | str | None, desired: int, default: int) -> int:
+    """An int-or-percent budget against `desired` nodes; percentages round up, as upstream."""
+    if value is None:
+        return default
+    if isinstance(value, int):
+        return max(0, value)
+    text = str(value).strip()
+    if text.endswith("%"):
+        return max(0, math.ceil(int(text[:-1]) * desired / 100))
+    return max(0, int(text))
+
+
+def pod_available(pod: PodInfo, min_ready_seconds: int, now: float) -> bool:
+    return pod.ready and (pod.ready_since or now) + min_ready_seconds <= now
+
+
+def plan_rolling_update(
+    ledger: Mapping[str, NodeRecord],
+    revision: str,
+    rolling_update: Mapping[str, Any],
+    min_ready_seconds: int,
+    now: float,
+    already_deleted: set[str],
+) -> tuple[list[DeletePod], bool]:
+    """Old-revision pods to delete now, the native way (without surge): unavailable old pods
+    go at once, outside the budget; available ones only while fewer than maxUnavailable eligible
+    nodes lack an available pod. Replacements are then created by plan_nodes, node by node.
+
+    `already_deleted` holds the uids deleted in earlier passes whose deletion the watch has not
+    shown yet: they count as gone, so two quick passes never spend the budget twice.
+    Also says whether any old-revision pod is left (False: the rollout is over)."""
+    eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
+    max_unavailable = resolve_budget(rolling_update.get("maxUnavailable"), len(eligible), 1)
+    # Both zero is refused upstream at admission; at runtime it falls back to 1.
+    max_unavailable = max_unavailable or 1
+    unavailable = 0
+    outdated = False
+    deletes: list[DeletePod] = []
+    candidates: list[DeletePod] = []
+    for name in sorted(eligible):
+        pods = [pod for pod in eligible[name].pods if pod.uid not in already_deleted]
+        if not any(pod_available(pod, min_ready_seconds, now) for pod in pods):
+            unavailable += 1
+        for pod in pods:
+            if pod.revision == revision:
+                continue
+            outdated = True
+            if pod_available(pod, min_ready_seconds, now):
+                candidates.append(DeletePod(name, pod, "its template is out of date"))
+            else:
+                deletes.append(DeletePod(name, pod, "its template is out of date (unavailable)"))
+    budget = max(0, max_unavailable - unavailable)
+    return deletes + candidates[:budget], outdated
