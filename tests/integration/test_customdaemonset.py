@@ -447,26 +447,14 @@ def revision_of(pod: Any) -> str:
     return str(pod.metadata.labels["controller-revision-hash"])
 
 
-def test_an_image_change_rolls_out_one_node_at_a_time(
-    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
-) -> None:
-    extra = {"roll-1", "roll-2", "roll-3"}
-    for name in sorted(extra):
-        fake_nodes.add(name, zone="zone-c")
-    nodes = WORKERS | extra
-    name = daemonsets.create(agent())
-    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+NEW_IMAGE = {
+    "template": {"spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}}
+}
 
-    daemonsets.patch_spec(
-        name,
-        {
-            "template": {
-                "spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}
-            }
-        },
-    )
 
-    # Watch the pods while the rollout runs: never more than one node without a Ready pod.
+def watch_rollout(daemonsets: DaemonSets, name: str, nodes: set[str], old_revision: str) -> int:
+    """Poll the pods until every node runs a Ready pod of the new template; return the largest
+    number of nodes seen at once without a Ready pod."""
     worst = 0
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -477,15 +465,27 @@ def test_an_image_change_rolls_out_one_node_at_a_time(
             if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
         }
         worst = max(worst, len(nodes - ready_nodes))
-        if (
-            len(pods) == len(nodes)
-            and all(revision_of(p) != old_revision for p in pods)
-            and (ready_nodes == nodes)
-        ):
-            break
+        done = len(pods) == len(nodes) and all(revision_of(p) != old_revision for p in pods)
+        if done and ready_nodes == nodes:
+            return worst
         time.sleep(0.05)
-    else:
-        pytest.fail("the rollout did not finish in 90 s")
+    pytest.fail("the rollout did not finish in 90 s")
+
+
+def test_an_image_change_rolls_out_one_node_at_a_time(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    extra = {"roll-1", "roll-2", "roll-3"}
+    for name in sorted(extra):
+        fake_nodes.add(name, zone="zone-c")
+    nodes = WORKERS | extra
+    name = daemonsets.create(agent())
+    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+
+    daemonsets.patch_spec(name, NEW_IMAGE)
+
+    worst = watch_rollout(daemonsets, name, nodes, old_revision)
+
     assert worst <= 1
     assert {p.spec.containers[0].image for p in daemonsets.pods(name)} == {
         "registry.k8s.io/pause:3.9"
@@ -504,14 +504,7 @@ def test_on_delete_replaces_a_pod_only_when_it_is_deleted(
     pods = daemonsets.wait_for_nodes(name, WORKERS)
     old_revision = revision_of(pods[0])
 
-    daemonsets.patch_spec(
-        name,
-        {
-            "template": {
-                "spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}
-            }
-        },
-    )
+    daemonsets.patch_spec(name, NEW_IMAGE)
     daemonsets.wait_for_status(name, observedGeneration=2, updatedNumberScheduled=0)
     time.sleep(3)
     assert {revision_of(p) for p in daemonsets.pods(name)} == {old_revision}
@@ -528,3 +521,25 @@ def test_on_delete_replaces_a_pod_only_when_it_is_deleted(
     eventually(worker_1_updated, what="a new-revision pod on worker-1")
     revisions = {target_node_of(p): revision_of(p) for p in daemonsets.pods(name)}
     assert revisions["worker-2"] == old_revision
+
+
+def test_max_surge_never_leaves_a_node_without_an_available_pod(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    extra = {"surge-1", "surge-2", "surge-3"}
+    for node_name in sorted(extra):
+        fake_nodes.add(node_name, zone="zone-b")
+    nodes = WORKERS | extra
+    manifest = agent()
+    manifest["spec"]["updateStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    name = daemonsets.create(manifest)
+    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+
+    daemonsets.patch_spec(name, NEW_IMAGE)
+
+    assert watch_rollout(daemonsets, name, nodes, old_revision) == 0
+    daemonsets.wait_for_nodes(name, nodes)
+    daemonsets.wait_for_status(name, updatedNumberScheduled=5, numberAvailable=5)

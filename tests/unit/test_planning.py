@@ -9,9 +9,11 @@ from kubeherd.daemonset.planning import (
     NodePlan,
     NodeRecord,
     PodInfo,
+    SurgeRule,
     node_selector_text,
     plan_nodes,
     plan_rolling_update,
+    pods_to_keep,
     summarize,
 )
 from kubeherd.daemonset.status import build_status, status_changed
@@ -246,8 +248,8 @@ def test_a_refused_create_shows_as_a_replica_failure_condition() -> None:
 
 
 def rolling(book: dict[str, NodeRecord], **update: Any) -> tuple[list[str], bool]:
-    deletes, outdated = plan_rolling_update(book, "r2", update, 0, NOW, set())
-    return [d.pod.name for d in deletes], outdated
+    step = plan_rolling_update(book, "r2", update, 0, NOW, set())
+    return [d.pod.name for d in step.deletes], step.outdated
 
 
 def test_a_rolling_update_replaces_at_most_max_unavailable_available_pods() -> None:
@@ -280,12 +282,47 @@ def test_a_node_without_an_available_pod_stops_the_rollout() -> None:
 def test_pods_already_deleted_count_as_gone() -> None:
     book = {n: record_for(node(n), [pod(f"p{n}", n, revision="r1")]) for n in "ab"}
 
-    deletes, _ = plan_rolling_update(book, "r2", {}, 0, NOW, {"uid-pa"})
+    step = plan_rolling_update(book, "r2", {}, 0, NOW, {"uid-pa"})
 
-    assert deletes == []
+    assert step.deletes == []
 
 
 def test_the_rollout_is_over_when_no_old_pod_is_left() -> None:
     book = {n: record_for(node(n), [pod(f"p{n}", n, revision="r2")]) for n in "ab"}
 
     assert rolling(book) == ([], False)
+
+
+def test_surge_starts_new_pods_beside_old_ones_on_at_most_max_surge_nodes() -> None:
+    book = {n: record_for(node(n), [pod(f"p{n}", n, revision="r1")]) for n in "abc"}
+
+    step = plan_rolling_update(book, "r2", {"maxSurge": 1, "maxUnavailable": 0}, 0, NOW, set())
+
+    assert [c.node for c in step.creates] == ["a"]
+    assert step.deletes == []
+
+
+def test_surge_counts_nodes_whose_new_pod_is_not_available_yet() -> None:
+    book = {
+        "a": record_for(
+            node("a"), [pod("old", "a", revision="r1"), pod("new", "a", revision="r2", ready=False)]
+        ),
+        "b": record_for(node("b"), [pod("pb", "b", revision="r1")]),
+        "c": record_for(node("c"), [pod("pc", "c", revision="r1", ready=False)]),
+    }
+
+    step = plan_rolling_update(book, "r2", {"maxSurge": 1}, 0, NOW, set())
+
+    # b waits for a; c's old pod is unavailable, so it gets its new pod at once.
+    assert [c.node for c in step.creates] == ["c"]
+
+
+def test_with_surge_the_old_pod_goes_once_the_new_one_is_available() -> None:
+    rule = SurgeRule("r2", 0, NOW)
+    old = pod("old", "a", revision="r1", created="2026-01-01T00:00:00Z")
+    waiting = pod("new", "a", revision="r2", ready=False, created="2026-01-02T00:00:00Z")
+    ready = pod("new", "a", revision="r2", created="2026-01-02T00:00:00Z")
+
+    assert pods_to_keep([old, waiting], rule) == [waiting, old]
+    assert pods_to_keep([old, ready], rule) == [ready]
+    assert pods_to_keep([old, ready], None) == [old]

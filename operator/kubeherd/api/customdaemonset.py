@@ -229,8 +229,8 @@ class RollingUpdate(Model):
     max_surge: int | str = Field(
         default=0,
         description="How many nodes (or what percentage, rounded up) may run an old and a new "
-        "pod at once during an update. Accepted but not acted on yet: updates replace pods "
-        "without surge.",
+        "pod at once during an update: the new pod starts beside the old one, which goes "
+        "once the new one is available.",
         json_schema_extra=INT_OR_STRING,
     )
 

@@ -23,6 +23,8 @@ from kubeherd.daemonset.planning import (
     DeletePod,
     NodeRecord,
     PodInfo,
+    RolloutStep,
+    SurgeRule,
     node_selector_text,
     plan_nodes,
     plan_rolling_update,
@@ -87,6 +89,7 @@ class DaemonSetState:
     # A rolling update may have old pods left: every pass then looks at all nodes' pods.
     rolling: bool = False
     rollout_deleted: set[str] = field(default_factory=set)
+    rollout_created: set[str] = field(default_factory=set)
 
 
 def _now_iso() -> str:
@@ -243,6 +246,7 @@ class DaemonSetController:
             self.nodes.get,
             lambda node: self.pods.on_node(key, node),
             may_create=lambda node: self._may_create(state, node, now),
+            surge=self._surge_rule(spec, revision, now),
         )
         for name, record in plan.records.items():
             if record is None:
@@ -252,9 +256,9 @@ class DaemonSetController:
 
         strategy = spec.get("updateStrategy") or {}
         if state.rolling and strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            plan.deletes += self._rollout_deletes(
-                state, plan.deletes, strategy, spec, revision, now
-            )
+            step = self._rollout_step(state, plan.deletes, strategy, spec, revision, now)
+            plan.deletes += step.deletes
+            plan.creates += step.creates
         await self._delete_pods(key, state, plan.deletes)
         failure = await self._create_pods(key, state, plan.creates, revision)
         self._schedule_retries(key, state, plan.creates, plan.backing_off, failure)
@@ -266,7 +270,14 @@ class DaemonSetController:
             return
         await self._write_status(key, state, spec, pod_spec, revision, generation)
 
-    def _rollout_deletes(
+    def _surge_rule(self, spec: Mapping[str, Any], revision: str, now: float) -> SurgeRule | None:
+        strategy = spec.get("updateStrategy") or {}
+        surge = (strategy.get("rollingUpdate") or {}).get("maxSurge")
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate" or surge in (None, 0, "0%"):
+            return None
+        return SurgeRule(revision, int(spec.get("minReadySeconds") or 0), now)
+
+    def _rollout_step(
         self,
         state: DaemonSetState,
         planned: list[DeletePod],
@@ -274,22 +285,31 @@ class DaemonSetController:
         spec: Mapping[str, Any],
         revision: str,
         now: float,
-    ) -> list[DeletePod]:
+    ) -> RolloutStep:
         live = {pod.uid for record in state.ledger.values() for pod in record.pods}
         state.rollout_deleted &= live
-        deletes, outdated = plan_rolling_update(
+        # A surge create is done once the ledger shows a pod of the current template there.
+        state.rollout_created = {
+            node
+            for node in state.rollout_created
+            if node in state.ledger
+            and not any(pod.revision == revision for pod in state.ledger[node].pods)
+        }
+        step = plan_rolling_update(
             state.ledger,
             revision,
             strategy.get("rollingUpdate") or {},
             int(spec.get("minReadySeconds") or 0),
             now,
             state.rollout_deleted,
+            frozenset(state.rollout_created),
         )
-        state.rolling = outdated
+        state.rolling = step.outdated
         already = {delete.pod.uid for delete in planned}
-        deletes = [delete for delete in deletes if delete.pod.uid not in already]
-        state.rollout_deleted |= {delete.pod.uid for delete in deletes}
-        return deletes
+        step.deletes = [delete for delete in step.deletes if delete.pod.uid not in already]
+        state.rollout_deleted |= {delete.pod.uid for delete in step.deletes}
+        state.rollout_created |= {create.node for create in step.creates}
+        return step
 
     def _may_create(self, state: DaemonSetState, node: str, now: float) -> bool:
         entry = state.failed_pod_backoff.get(node)

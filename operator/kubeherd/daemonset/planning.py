@@ -80,6 +80,35 @@ class NodeRecord:
 
 
 @dataclass(frozen=True)
+class SurgeRule:
+    """What decides, during a surge update, which of a node's pods stay."""
+
+    revision: str
+    min_ready_seconds: int
+    now: float
+
+
+def _oldest(pods: Iterable[PodInfo]) -> PodInfo | None:
+    return min(pods, key=lambda pod: (pod.created, pod.name), default=None)
+
+
+def pods_to_keep(running: Sequence[PodInfo], surge: SurgeRule | None) -> list[PodInfo]:
+    """Of several pods on one node, which stay: the oldest one, or with surge the oldest pod of
+    the current template, plus the oldest old one while that new pod is not yet available."""
+    oldest = _oldest(running)
+    assert oldest is not None
+    if surge is None:
+        return [oldest]
+    new = _oldest(pod for pod in running if pod.revision == surge.revision)
+    if new is None:
+        return [oldest]
+    if pod_available(new, surge.min_ready_seconds, surge.now):
+        return [new]
+    old = _oldest(pod for pod in running if pod.revision != surge.revision)
+    return [new] if old is None else [new, old]
+
+
+@dataclass(frozen=True)
 class CreatePod:
     node: str
 
@@ -107,8 +136,11 @@ def plan_nodes(
     node_lookup: Callable[[str], NodeInfo | None],
     pods_on_node: Callable[[str], Sequence[PodInfo]],
     may_create: Callable[[str], bool] = lambda _node: True,
+    surge: SurgeRule | None = None,
 ) -> NodePlan:
-    """Plan the daemon pods of the given nodes only (the ones whose inputs changed)."""
+    """Plan the daemon pods of the given nodes only (the ones whose inputs changed).
+
+    With `surge`, a node may hold an old pod beside a new one until the new one is available."""
     plan = NodePlan()
     requirements = compile_pod_requirements(pod_spec)
     for name in node_names:
@@ -130,11 +162,17 @@ def plan_nodes(
                 else:
                     plan.backing_off.append(name)
             elif len(running) > 1:
-                keep = min(running, key=lambda pod: (pod.created, pod.name))
+                keep_set = pods_to_keep(running, surge)
                 plan.deletes += [
-                    DeletePod(name, pod, "the node has more than one daemon pod")
+                    DeletePod(
+                        name,
+                        pod,
+                        "its template is out of date"
+                        if surge is not None and pod.revision != surge.revision
+                        else "the node has more than one daemon pod",
+                    )
                     for pod in running
-                    if pod is not keep
+                    if pod not in keep_set
                 ]
         elif not verdict.should_continue_running:
             plan.deletes += [
@@ -237,6 +275,15 @@ def pod_available(pod: PodInfo, min_ready_seconds: int, now: float) -> bool:
     return pod.ready and (pod.ready_since or now) + min_ready_seconds <= now
 
 
+@dataclass
+class RolloutStep:
+    deletes: list[DeletePod] = field(default_factory=list)
+    # Nodes that get a new pod beside their old one (surge).
+    creates: list[CreatePod] = field(default_factory=list)
+    # Whether any old-revision pod is left (False: the rollout is over).
+    outdated: bool = False
+
+
 def plan_rolling_update(
     ledger: Mapping[str, NodeRecord],
     revision: str,
@@ -244,21 +291,27 @@ def plan_rolling_update(
     min_ready_seconds: int,
     now: float,
     already_deleted: set[str],
-) -> tuple[list[DeletePod], bool]:
-    """Old-revision pods to delete now, the native way (without surge): unavailable old pods
-    go at once, outside the budget; available ones only while fewer than maxUnavailable eligible
-    nodes lack an available pod. Replacements are then created by plan_nodes, node by node.
+    already_created: frozenset[str] = frozenset(),
+) -> RolloutStep:
+    """One step of a rolling update over all eligible nodes, the native way.
 
-    `already_deleted` holds the uids deleted in earlier passes whose deletion the watch has not
-    shown yet: they count as gone, so two quick passes never spend the budget twice.
-    Also says whether any old-revision pod is left (False: the rollout is over)."""
+    Without surge: unavailable old pods go at once, outside the budget; available ones only while
+    fewer than maxUnavailable eligible nodes lack an available pod; plan_nodes then creates the
+    replacements. With maxSurge: a new pod starts beside an available old one on at most maxSurge
+    nodes at a time (at once beside an unavailable one), and plan_nodes deletes the old pod when
+    the new one is available.
+
+    `already_deleted` (pod uids) and `already_created` (nodes) are what earlier passes did that the
+    watch has not shown yet, so two quick passes never spend a budget twice."""
     eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
+    max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), 0)
+    if max_surge > 0:
+        return _surge_step(eligible, revision, max_surge, min_ready_seconds, now, already_created)
     max_unavailable = resolve_budget(rolling_update.get("maxUnavailable"), len(eligible), 1)
     # Both zero is refused upstream at admission; at runtime it falls back to 1.
     max_unavailable = max_unavailable or 1
+    step = RolloutStep()
     unavailable = 0
-    outdated = False
-    deletes: list[DeletePod] = []
     candidates: list[DeletePod] = []
     for name in sorted(eligible):
         pods = [pod for pod in eligible[name].pods if pod.uid not in already_deleted]
@@ -267,10 +320,43 @@ def plan_rolling_update(
         for pod in pods:
             if pod.revision == revision:
                 continue
-            outdated = True
+            step.outdated = True
             if pod_available(pod, min_ready_seconds, now):
                 candidates.append(DeletePod(name, pod, "its template is out of date"))
             else:
-                deletes.append(DeletePod(name, pod, "its template is out of date (unavailable)"))
+                step.deletes.append(
+                    DeletePod(name, pod, "its template is out of date (unavailable)")
+                )
     budget = max(0, max_unavailable - unavailable)
-    return deletes + candidates[:budget], outdated
+    step.deletes += candidates[:budget]
+    return step
+
+
+def _surge_step(
+    eligible: Mapping[str, NodeRecord],
+    revision: str,
+    max_surge: int,
+    min_ready_seconds: int,
+    now: float,
+    already_created: frozenset[str],
+) -> RolloutStep:
+    step = RolloutStep()
+    surging = 0
+    candidates: list[CreatePod] = []
+    for name in sorted(eligible):
+        pods = eligible[name].pods
+        old = [pod for pod in pods if pod.revision != revision]
+        if not old:
+            continue
+        step.outdated = True
+        new = [pod for pod in pods if pod.revision == revision]
+        if new or name in already_created:
+            if not any(pod_available(pod, min_ready_seconds, now) for pod in new):
+                surging += 1
+            continue
+        if any(pod_available(pod, min_ready_seconds, now) for pod in old):
+            candidates.append(CreatePod(name))
+        else:
+            step.creates.append(CreatePod(name))
+    step.creates += candidates[: max(0, max_surge - surging)]
+    return step
