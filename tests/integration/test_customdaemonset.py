@@ -440,7 +440,11 @@ def test_status_json_is_what_kubectl_shows(daemonsets: DaemonSets, kubectl: Kube
     shown = json.loads(kubectl("get", "cds", name, "-n", daemonsets.namespace, "-o", "json").stdout)
 
     assert shown["status"]["desiredNumberScheduled"] == 2
-    assert {c["type"]: c["status"] for c in shown["status"]["conditions"]} == {"Available": "True"}
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in shown["status"]["conditions"]}
+    assert conditions == {
+        "Available": ("True", "AllNodesAvailable"),
+        "Progressing": ("True", "RolloutComplete"),
+    }
 
 
 def revision_of(pod: Any) -> str:
@@ -543,3 +547,26 @@ def test_max_surge_never_leaves_a_node_without_an_available_pod(
     assert watch_rollout(daemonsets, name, nodes, old_revision) == 0
     daemonsets.wait_for_nodes(name, nodes)
     daemonsets.wait_for_status(name, updatedNumberScheduled=5, numberAvailable=5)
+
+
+def test_a_paused_rollout_waits_while_new_nodes_still_get_pods(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    name = daemonsets.create(agent())
+    old_revision = revision_of(daemonsets.wait_for_nodes(name, WORKERS)[0])
+
+    daemonsets.patch_spec(name, {"paused": True, **NEW_IMAGE})
+    status = daemonsets.wait_for_status(name, observedGeneration=2, updatedNumberScheduled=0)
+    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("False", "Paused")
+    fake_nodes.add("late-1", zone="zone-a")
+    daemonsets.wait_for_nodes(name, WORKERS | {"late-1"})
+    time.sleep(2)
+    revisions = {target_node_of(p): revision_of(p) for p in daemonsets.pods(name)}
+    assert revisions["worker-1"] == revisions["worker-2"] == old_revision
+    assert revisions["late-1"] != old_revision
+
+    daemonsets.patch_spec(name, {"paused": False})
+
+    daemonsets.wait_for_status(name, updatedNumberScheduled=3, numberAvailable=3)
+    assert {revision_of(p) for p in daemonsets.pods(name)} == {revisions["late-1"]}

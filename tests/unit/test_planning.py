@@ -326,3 +326,29 @@ def test_with_surge_the_old_pod_goes_once_the_new_one_is_available() -> None:
     assert pods_to_keep([old, waiting], rule) == [waiting, old]
     assert pods_to_keep([old, ready], rule) == [ready]
     assert pods_to_keep([old, ready], None) == [old]
+
+
+def test_progressing_says_whether_a_rollout_runs_is_paused_or_is_complete() -> None:
+    book = {
+        "a": record_for(node("a"), [pod("pa", "a", revision="r1")]),
+        "b": record_for(node("b"), [pod("pb", "b", revision="r2")]),
+    }
+
+    def progressing(revision: str, paused: bool) -> tuple[str, str]:
+        summary = summarize(book, revision, 0, NOW)
+        status = build_status(
+            summary,
+            generation=1,
+            node_selector="<none>",
+            previous={},
+            create_failure=None,
+            now="2026-01-01T00:00:00Z",
+            paused=paused,
+        )
+        found = next(c for c in status["conditions"] if c["type"] == "Progressing")
+        return found["status"], found["reason"]
+
+    assert progressing("r2", paused=False) == ("True", "RollingUpdate")
+    assert progressing("r2", paused=True) == ("False", "Paused")
+    book["a"] = record_for(node("a"), [pod("pa", "a", revision="r2")])
+    assert progressing("r2", paused=True) == ("True", "RolloutComplete")

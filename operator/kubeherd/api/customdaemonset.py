@@ -270,6 +270,11 @@ class CustomDaemonSetSpec(Model):
     revision_history_limit: int = Field(
         default=10, ge=0, description="How many old template revisions to keep."
     )
+    paused: bool = Field(
+        default=False,
+        description="Stop replacing pods of an old template (a rolling update waits); nodes "
+        "without a pod still get one, of the current template. Not in the native DaemonSet.",
+    )
 
 
 class ConditionStatus(StrEnum):

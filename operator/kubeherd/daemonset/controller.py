@@ -255,7 +255,8 @@ class DaemonSetController:
                 state.ledger[name] = record
 
         strategy = spec.get("updateStrategy") or {}
-        if state.rolling and strategy.get("type", "RollingUpdate") == "RollingUpdate":
+        rolling_update = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        if state.rolling and rolling_update and not spec.get("paused"):
             step = self._rollout_step(state, plan.deletes, strategy, spec, revision, now)
             plan.deletes += step.deletes
             plan.creates += step.creates
@@ -439,6 +440,7 @@ class DaemonSetController:
             previous=previous,
             create_failure=state.create_failure,
             now=_now_iso(),
+            paused=bool(spec.get("paused")),
         )
         if state.availability_check is not None:
             state.availability_check.cancel()

@@ -39,6 +39,7 @@ def build_status(
     previous: Mapping[str, Any],
     create_failure: str | None,
     now: str,
+    paused: bool = False,
 ) -> dict[str, Any]:
     conditions_before = {c.get("type", ""): c for c in previous.get("conditions") or []}
     if summary.available == summary.desired:
@@ -54,8 +55,16 @@ def build_status(
             f"{summary.unavailable} of {summary.desired} "
             "eligible nodes have no available daemon pod yet",
         )
+    updated = f"{summary.updated} of {summary.desired} eligible nodes run the current template"
+    if summary.updated >= summary.desired:
+        progressing = ("True", "RolloutComplete", updated)
+    elif paused:
+        progressing = ("False", "Paused", f"the rollout is paused: {updated}")
+    else:
+        progressing = ("True", "RollingUpdate", updated)
     conditions = [
         _condition(conditions_before, "Available", *available, generation, now),
+        _condition(conditions_before, "Progressing", *progressing, generation, now),
     ]
     if create_failure:
         conditions.append(
