@@ -76,7 +76,7 @@ class NodeRecord:
     @property
     def oldest_pod(self) -> PodInfo | None:
         # With several pods on a node, the oldest decides the status, as in the native controller.
-        return min(self.pods, key=lambda pod: (pod.created, pod.name)) if self.pods else None
+        return _oldest(self.pods)
 
 
 @dataclass(frozen=True)
