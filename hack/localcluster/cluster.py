@@ -36,6 +36,7 @@ from pathlib import Path
 from localcluster.binaries import Binaries
 from localcluster.nodes import FakeNodes, default_node_manifests
 from localcluster.pki import Pki, generate_pki
+from localcluster.stages import write_stages
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
@@ -402,11 +403,12 @@ class LocalCluster:
                 "--profiling=false",
             ],
         )
+        stages = write_stages(self._binaries().kwok_stages, self.folder / "kwok-stages.yaml")
         self._start(
             "kwok",
             [
                 f"--kubeconfig={kubeconfig}",
-                f"--config={self._binaries().kwok_stages}",
+                f"--config={stages}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--cidr={POD_CIDR}",

@@ -10,138 +10,23 @@ import copy
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE
-from tests.helpers import CDS_COLUMNS, REPO, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
+from tests.helpers import CDS_COLUMNS, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
+from tests.integration.daemonsets import (
+    ALL_NODES,
+    FLUENTD,
+    WORKERS,
+    DaemonSets,
+    agent,
+    target_node_of,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
-
-GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "customdaemonsets"
-WORKERS = {"worker-1", "worker-2"}
-ALL_NODES = WORKERS | {CONTROL_PLANE_NODE}
-CONTROL_PLANE_TOLERATION = {"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}
-
-
-def load_example(name: str) -> dict[str, Any]:
-    """An example from examples/, moved into the test's namespace: the examples are tested."""
-    manifest: dict[str, Any] = yaml.safe_load((REPO / "examples" / name).read_text())
-    manifest["metadata"].pop("namespace", None)
-    return manifest
-
-
-# Seed 004's fluentd-elasticsearch DaemonSet, as a CustomDaemonSet.
-FLUENTD = load_example("fluentd-elasticsearch.yaml")
-
-
-def agent(name: str = "agent", **pod_spec: Any) -> dict[str, Any]:
-    """A minimal CustomDaemonSet; `pod_spec` fields are merged into its template's spec."""
-    labels = {"app": name}
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "CustomDaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.10"}],
-                    **pod_spec,
-                },
-            },
-        },
-    }
-
-
-@pytest.fixture(scope="session")
-def custom_api(api_client: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api_client)
-
-
-class DaemonSets:
-    """What a test does with CustomDaemonSets in its namespace, and what it looks at."""
-
-    def __init__(self, custom: client.CustomObjectsApi, core: client.CoreV1Api, ns: str) -> None:
-        self.custom = custom
-        self.core = core
-        self.namespace = ns
-
-    def create(self, manifest: dict[str, Any]) -> str:
-        self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, copy.deepcopy(manifest)
-        )
-        return str(manifest["metadata"]["name"])
-
-    def get(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name
-        )
-        return found
-
-    def patch_spec(self, name: str, spec: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name, {"spec": spec}
-        )
-
-    def delete(self, name: str) -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
-
-    def pods(self, name: str) -> list[Any]:
-        """The daemon pods of `name` that are not being deleted."""
-        pods = self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"kubeherd.io/customdaemonset={name}"
-        ).items
-        return [pod for pod in pods if pod.metadata.deletion_timestamp is None]
-
-    def nodes_with_pods(self, name: str) -> set[str]:
-        return {target_node_of(pod) for pod in self.pods(name)}
-
-    def wait_for_nodes(
-        self, name: str, nodes: set[str], *, running: bool = True, timeout: float = 60
-    ) -> list[Any]:
-        def settled() -> tuple[list[Any]] | None:
-            pods = self.pods(name)
-            placed = [target_node_of(pod) for pod in pods]
-            if sorted(placed) != sorted(nodes):
-                return None
-            if running and any(pod.status.phase != "Running" for pod in pods):
-                return None
-            return (pods,)  # truthy even when no pods are wanted
-
-        what = f"{name} pods on exactly {sorted(nodes)}"
-        return eventually(settled, timeout=timeout, what=what)[0]
-
-    def wait_for_status(self, name: str, timeout: float = 60, **expected: int) -> dict[str, Any]:
-        def matches() -> dict[str, Any] | None:
-            status = self.get(name).get("status") or {}
-            return status if all(status.get(k) == v for k, v in expected.items()) else None
-
-        return eventually(matches, timeout=timeout, what=f"{name} status {expected}")
-
-    def events(self, name: str, reason: str | None = None) -> list[Any]:
-        selector = f"involvedObject.kind=CustomDaemonSet,involvedObject.name={name}"
-        events = self.core.list_namespaced_event(self.namespace, field_selector=selector).items
-        return [e for e in events if reason is None or e.reason == reason]
-
-
-def target_node_of(pod: Any) -> str:
-    if pod.spec.node_name:
-        return str(pod.spec.node_name)
-    terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
-    return str(terms.node_selector_terms[0].match_fields[0].values[0])
-
-
-@pytest.fixture
-def daemonsets(
-    custom_api: client.CustomObjectsApi, core_v1: client.CoreV1Api, namespace: str
-) -> DaemonSets:
-    return DaemonSets(custom_api, core_v1, namespace)
 
 
 def test_fluentd_with_the_control_plane_toleration_runs_on_every_node(
@@ -445,128 +330,3 @@ def test_status_json_is_what_kubectl_shows(daemonsets: DaemonSets, kubectl: Kube
         "Available": ("True", "AllNodesAvailable"),
         "Progressing": ("True", "RolloutComplete"),
     }
-
-
-def revision_of(pod: Any) -> str:
-    return str(pod.metadata.labels["controller-revision-hash"])
-
-
-NEW_IMAGE = {
-    "template": {"spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}}
-}
-
-
-def watch_rollout(daemonsets: DaemonSets, name: str, nodes: set[str], old_revision: str) -> int:
-    """Poll the pods until every node runs a Ready pod of the new template; return the largest
-    number of nodes seen at once without a Ready pod."""
-    worst = 0
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        pods = daemonsets.pods(name)
-        ready_nodes = {
-            target_node_of(p)
-            for p in pods
-            if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-        }
-        worst = max(worst, len(nodes - ready_nodes))
-        done = len(pods) == len(nodes) and all(revision_of(p) != old_revision for p in pods)
-        if done and ready_nodes == nodes:
-            return worst
-        time.sleep(0.05)
-    pytest.fail("the rollout did not finish in 90 s")
-
-
-def test_an_image_change_rolls_out_one_node_at_a_time(
-    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
-) -> None:
-    extra = {"roll-1", "roll-2", "roll-3"}
-    for name in sorted(extra):
-        fake_nodes.add(name, zone="zone-c")
-    nodes = WORKERS | extra
-    name = daemonsets.create(agent())
-    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
-
-    daemonsets.patch_spec(name, NEW_IMAGE)
-
-    worst = watch_rollout(daemonsets, name, nodes, old_revision)
-
-    assert worst <= 1
-    assert {p.spec.containers[0].image for p in daemonsets.pods(name)} == {
-        "registry.k8s.io/pause:3.9"
-    }
-    daemonsets.wait_for_status(
-        name, desiredNumberScheduled=5, updatedNumberScheduled=5, numberAvailable=5
-    )
-
-
-def test_on_delete_replaces_a_pod_only_when_it_is_deleted(
-    daemonsets: DaemonSets, core_v1: client.CoreV1Api
-) -> None:
-    manifest = agent()
-    manifest["spec"]["updateStrategy"] = {"type": "OnDelete"}
-    name = daemonsets.create(manifest)
-    pods = daemonsets.wait_for_nodes(name, WORKERS)
-    old_revision = revision_of(pods[0])
-
-    daemonsets.patch_spec(name, NEW_IMAGE)
-    daemonsets.wait_for_status(name, observedGeneration=2, updatedNumberScheduled=0)
-    time.sleep(3)
-    assert {revision_of(p) for p in daemonsets.pods(name)} == {old_revision}
-
-    victim = next(p for p in pods if p.spec.node_name == "worker-1")
-    core_v1.delete_namespaced_pod(victim.metadata.name, daemonsets.namespace)
-
-    def worker_1_updated() -> bool:
-        return any(
-            target_node_of(p) == "worker-1" and revision_of(p) != old_revision
-            for p in daemonsets.pods(name)
-        )
-
-    eventually(worker_1_updated, what="a new-revision pod on worker-1")
-    revisions = {target_node_of(p): revision_of(p) for p in daemonsets.pods(name)}
-    assert revisions["worker-2"] == old_revision
-
-
-def test_max_surge_never_leaves_a_node_without_an_available_pod(
-    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
-) -> None:
-    extra = {"surge-1", "surge-2", "surge-3"}
-    for node_name in sorted(extra):
-        fake_nodes.add(node_name, zone="zone-b")
-    nodes = WORKERS | extra
-    manifest = agent()
-    manifest["spec"]["updateStrategy"] = {
-        "type": "RollingUpdate",
-        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
-    }
-    name = daemonsets.create(manifest)
-    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
-
-    daemonsets.patch_spec(name, NEW_IMAGE)
-
-    assert watch_rollout(daemonsets, name, nodes, old_revision) == 0
-    daemonsets.wait_for_nodes(name, nodes)
-    daemonsets.wait_for_status(name, updatedNumberScheduled=5, numberAvailable=5)
-
-
-def test_a_paused_rollout_waits_while_new_nodes_still_get_pods(
-    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
-) -> None:
-    name = daemonsets.create(agent())
-    old_revision = revision_of(daemonsets.wait_for_nodes(name, WORKERS)[0])
-
-    daemonsets.patch_spec(name, {"paused": True, **NEW_IMAGE})
-    status = daemonsets.wait_for_status(name, observedGeneration=2, updatedNumberScheduled=0)
-    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
-    assert (progressing["status"], progressing["reason"]) == ("False", "Paused")
-    fake_nodes.add("late-1", zone="zone-a")
-    daemonsets.wait_for_nodes(name, WORKERS | {"late-1"})
-    time.sleep(2)
-    revisions = {target_node_of(p): revision_of(p) for p in daemonsets.pods(name)}
-    assert revisions["worker-1"] == revisions["worker-2"] == old_revision
-    assert revisions["late-1"] != old_revision
-
-    daemonsets.patch_spec(name, {"paused": False})
-
-    daemonsets.wait_for_status(name, updatedNumberScheduled=3, numberAvailable=3)
-    assert {revision_of(p) for p in daemonsets.pods(name)} == {revisions["late-1"]}

@@ -68,9 +68,11 @@ def test_a_valid_object_is_stored_with_defaults_and_every_pod_field(
     spec = stored["spec"]
     assert spec["minReadySeconds"] == 0
     assert spec["revisionHistoryLimit"] == 10
+    assert spec["progressDeadlineSeconds"] == 600
+    assert spec["paused"] is False
     assert spec["updateStrategy"] == {
         "type": "RollingUpdate",
-        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0, "partition": 0},
     }
     pod_spec = spec["template"]["spec"]
     assert pod_spec["restartPolicy"] == "Always"
@@ -167,6 +169,41 @@ def test_a_template_without_containers_is_refused(kubectl: Kubectl, namespace: s
 
 def test_a_name_longer_than_a_label_value_is_refused(kubectl: Kubectl, namespace: str) -> None:
     assert "at most 63 characters" in refused(kubectl, namespace, valid("a" * 64))
+
+
+@pytest.mark.parametrize(
+    ("rolling_update", "complaint"),
+    [
+        ({"maxUnavailable": 0}, "maxUnavailable and maxSurge cannot both be 0"),
+        ({"maxUnavailable": "0%", "maxSurge": 0}, "maxUnavailable and maxSurge cannot both be 0"),
+        ({"maxUnavailable": "ten"}, "maxUnavailable must be a number of nodes"),
+        ({"maxSurge": "150%"}, "maxSurge must be a number of nodes"),
+        ({"maxUnavailable": -1}, "maxUnavailable must be a number of nodes"),
+        ({"partition": -1}, "partition"),
+    ],
+)
+def test_rolling_update_limits_that_cannot_work_are_refused(
+    kubectl: Kubectl, namespace: str, rolling_update: dict[str, Any], complaint: str
+) -> None:
+    manifest = valid()
+    manifest["spec"]["updateStrategy"] = {"rollingUpdate": rolling_update}
+
+    assert complaint in refused(kubectl, namespace, manifest)
+
+
+@pytest.mark.parametrize(
+    "rolling_update",
+    [{"maxUnavailable": "25%"}, {"maxUnavailable": 0, "maxSurge": "10%"}, {"partition": 3}],
+)
+def test_rolling_update_limits_that_work_are_accepted(
+    kubectl: Kubectl, namespace: str, rolling_update: dict[str, Any]
+) -> None:
+    manifest = valid()
+    manifest["spec"]["updateStrategy"] = {"rollingUpdate": rolling_update}
+
+    result = apply(kubectl, namespace, manifest)
+
+    assert result.returncode == 0, result.stderr
 
 
 def test_kubectl_explain_describes_the_fields(kubectl: Kubectl) -> None:

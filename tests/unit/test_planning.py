@@ -11,12 +11,14 @@ from kubeherd.daemonset.planning import (
     PodInfo,
     SurgeRule,
     node_selector_text,
+    nodes_kept_back,
     plan_nodes,
     plan_rolling_update,
+    pods_holding_up,
     pods_to_keep,
     summarize,
 )
-from kubeherd.daemonset.status import build_status, status_changed
+from kubeherd.daemonset.status import RolloutView, build_status, progressing, status_changed
 
 SPEC: dict[str, Any] = {"containers": [{"name": "agent", "image": "agent:1"}]}
 NOW = 1_000_000.0
@@ -36,6 +38,7 @@ def pod(
     revision: str = "r1",
     created: str = "2026-01-01T00:00:00Z",
     deleting: bool = False,
+    waiting_reason: str = "",
 ) -> PodInfo:
     return PodInfo(
         name=name,
@@ -47,6 +50,7 @@ def pod(
         revision=revision,
         created=created,
         deleting=deleting,
+        waiting_reason=waiting_reason,
     )
 
 
@@ -213,6 +217,7 @@ def test_status_is_unchanged_when_nothing_changed_and_keeps_transition_times() -
         previous={},
         create_failure=None,
         now="2026-01-01T00:00:00Z",
+        rollout=RolloutView(),
     )
 
     again = build_status(
@@ -222,6 +227,7 @@ def test_status_is_unchanged_when_nothing_changed_and_keeps_transition_times() -
         previous=first,
         create_failure=None,
         now="2026-01-01T00:05:00Z",
+        rollout=RolloutView(),
     )
 
     assert not status_changed(first, again)
@@ -238,6 +244,7 @@ def test_a_refused_create_shows_as_a_replica_failure_condition() -> None:
         previous={},
         create_failure='pods "x" is forbidden: exceeded quota',
         now="2026-01-01T00:00:00Z",
+        rollout=RolloutView(),
     )
 
     conditions = {c["type"]: c for c in status["conditions"]}
@@ -328,27 +335,123 @@ def test_with_surge_the_old_pod_goes_once_the_new_one_is_available() -> None:
     assert pods_to_keep([old, ready], None) == [old]
 
 
-def test_progressing_says_whether_a_rollout_runs_is_paused_or_is_complete() -> None:
+def test_progressing_says_whether_a_rollout_runs_waits_is_stuck_or_is_complete() -> None:
     book = {
         "a": record_for(node("a"), [pod("pa", "a", revision="r1")]),
         "b": record_for(node("b"), [pod("pb", "b", revision="r2")]),
     }
 
-    def progressing(revision: str, paused: bool) -> tuple[str, str]:
-        summary = summarize(book, revision, 0, NOW)
-        status = build_status(
-            summary,
-            generation=1,
-            node_selector="<none>",
-            previous={},
-            create_failure=None,
-            now="2026-01-01T00:00:00Z",
-            paused=paused,
-        )
-        found = next(c for c in status["conditions"] if c["type"] == "Progressing")
-        return found["status"], found["reason"]
+    def reason(**view: Any) -> tuple[str, str]:
+        status, why, _message = progressing(summarize(book, "r2", 0, NOW), RolloutView(**view))
+        return status, why
 
-    assert progressing("r2", paused=False) == ("True", "RollingUpdate")
-    assert progressing("r2", paused=True) == ("False", "Paused")
+    assert reason(number=2) == ("True", "RollingUpdate")
+    assert reason(paused=True) == ("False", "Paused")
+    assert reason(on_delete=True) == ("False", "OnDelete")
+    assert reason(stuck="no progress") == ("False", "ProgressDeadlineExceeded")
+    assert reason(kept_back=1) == ("True", "PartitionRolledOut")
     book["a"] = record_for(node("a"), [pod("pa", "a", revision="r2")])
-    assert progressing("r2", paused=True) == ("True", "RolloutComplete")
+    assert reason(paused=True, stuck="no progress") == ("True", "RolloutComplete")
+
+
+def test_a_rollout_is_complete_only_once_the_new_pods_are_available() -> None:
+    book = {"a": record_for(node("a"), [pod("pa", "a", revision="r2", ready=False)])}
+
+    status, why, message = progressing(summarize(book, "r2", 0, NOW), RolloutView(number=2))
+
+    assert (status, why) == ("True", "RollingUpdate")
+    assert message == "1 of 1 eligible nodes run revision 2; 0 of 1 are available"
+
+
+def test_the_status_names_the_revisions_and_the_time_of_the_last_progress() -> None:
+    summary = summarize(
+        ledger(a=record_for(node("a"), [pod("pa", "a", revision="r2")])), "r2", 0, NOW
+    )
+    view = RolloutView(
+        update_revision="ds-r2",
+        number=2,
+        current_revision="ds-r2",
+        collision_count=1,
+        progress_time="2026-01-01T00:00:00Z",
+    )
+
+    status = build_status(
+        summary,
+        generation=3,
+        node_selector="<none>",
+        previous={},
+        create_failure=None,
+        now="2026-01-01T00:05:00Z",
+        rollout=view,
+    )
+
+    assert (status["updateRevision"], status["currentRevision"]) == ("ds-r2", "ds-r2")
+    assert status["collisionCount"] == 1
+    found = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert found["lastUpdateTime"] == "2026-01-01T00:00:00Z"
+    assert found["message"] == "revision 2 runs on all 1 eligible nodes and is available"
+
+
+def five_nodes(**revisions: str) -> dict[str, NodeRecord]:
+    return {
+        name: record_for(node(name), [pod(f"p{name}", name, revision=revisions.get(name, "r1"))])
+        for name in ("n1", "n2", "n3", "n4", "n5")
+    }
+
+
+def test_a_partition_keeps_the_last_nodes_by_name_on_the_old_revision() -> None:
+    assert nodes_kept_back(five_nodes(), "r2", 2) == {"n4", "n5"}
+    assert nodes_kept_back(five_nodes(), "r2", 0) == frozenset()
+    assert nodes_kept_back(five_nodes(), "r2", 9) == {"n1", "n2", "n3", "n4", "n5"}
+
+
+def test_a_partition_counts_nodes_already_updated_first() -> None:
+    # n5 was updated before the partition was set: it keeps the new revision, and the kept
+    # nodes are the last of the others.
+    assert nodes_kept_back(five_nodes(n5="r2"), "r2", 2) == {"n3", "n4"}
+    assert nodes_kept_back(five_nodes(n4="r2", n5="r2"), "r2", 4) == {"n1", "n2", "n3"}
+
+
+def test_a_rolling_update_leaves_kept_nodes_alone_and_ends_there() -> None:
+    book = five_nodes(n1="r2", n2="r2", n3="r2")
+    kept = nodes_kept_back(book, "r2", 2)
+
+    step = plan_rolling_update(book, "r2", {"maxUnavailable": 5}, 0, NOW, set(), kept_back=kept)
+
+    assert step.deletes == []
+    assert not step.outdated
+
+
+def test_a_rolling_update_with_a_partition_replaces_only_the_nodes_in_front() -> None:
+    book = five_nodes()
+    kept = nodes_kept_back(book, "r2", 2)
+
+    step = plan_rolling_update(book, "r2", {"maxUnavailable": 5}, 0, NOW, set(), kept_back=kept)
+
+    assert sorted(delete.node for delete in step.deletes) == ["n1", "n2", "n3"]
+
+
+def test_a_surge_update_with_a_partition_starts_new_pods_only_in_front() -> None:
+    book = five_nodes()
+    kept = nodes_kept_back(book, "r2", 3)
+
+    step = plan_rolling_update(book, "r2", {"maxSurge": 5}, 0, NOW, set(), kept_back=kept)
+
+    assert sorted(create.node for create in step.creates) == ["n1", "n2"]
+
+
+def test_the_pods_holding_up_a_rollout_are_named_with_their_reason() -> None:
+    book = {
+        "a": record_for(
+            node("a"),
+            [pod("pa", "a", revision="r2", ready=False, waiting_reason="ImagePullBackOff")],
+        ),
+        "b": record_for(node("b"), [pod("pb", "b", revision="r2", ready=False, phase="Pending")]),
+        "c": record_for(node("c"), [pod("pc", "c", revision="r2")]),
+        "d": record_for(node("d"), [pod("pd", "d", revision="r1", ready=False)]),
+    }
+
+    count, examples = pods_holding_up(book, "r2", 0, NOW)
+
+    assert count == 2
+    assert examples == ["pa on a (ImagePullBackOff)", "pb on b (Pending)"]

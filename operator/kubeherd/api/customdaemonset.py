@@ -219,7 +219,32 @@ class UpdateStrategyType(StrEnum):
     ON_DELETE = "OnDelete"
 
 
+def _count_or_percent(field: str) -> JsonDict:
+    return {
+        "rule": f"!has(self.{field}) || (type(self.{field}) == int ? int(self.{field}) >= 0"
+        f" : string(self.{field}).matches('^(100|[1-9]?[0-9])%$'))",
+        "message": f"{field} must be a number of nodes (0 or more) or a percentage from 0% to 100%",
+    }
+
+
 class RollingUpdate(Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _count_or_percent("maxUnavailable"),
+                _count_or_percent("maxSurge"),
+                {
+                    # string() reads an int and a percent alike, without comparing across types.
+                    "rule": "!(has(self.maxUnavailable) && has(self.maxSurge)"
+                    " && string(self.maxUnavailable) in ['0', '0%']"
+                    " && string(self.maxSurge) in ['0', '0%'])",
+                    "message": "maxUnavailable and maxSurge cannot both be 0: nothing could be "
+                    "replaced",
+                },
+            ]
+        }
+    )
+
     max_unavailable: int | str = Field(
         default=1,
         description="How many nodes (or what percentage, rounded up) may lack an available "
@@ -232,6 +257,14 @@ class RollingUpdate(Model):
         "pod at once during an update: the new pod starts beside the old one, which goes "
         "once the new one is available.",
         json_schema_extra=INT_OR_STRING,
+    )
+    partition: int = Field(
+        default=0,
+        ge=0,
+        description="How many eligible nodes keep the previous revision (status.currentRevision). "
+        "Nodes are updated in name order, and nodes already updated count first, so the last "
+        "nodes by name stay behind. A kept node that loses its pod gets one of the previous "
+        "revision. 0 updates every node. Not in the native DaemonSet (OpenKruise has it).",
     )
 
 
@@ -270,6 +303,14 @@ class CustomDaemonSetSpec(Model):
     revision_history_limit: int = Field(
         default=10, ge=0, description="How many old template revisions to keep."
     )
+    progress_deadline_seconds: int = Field(
+        default=600,
+        ge=1,
+        description="Seconds a rolling update may go without progress (a node updated, a new pod "
+        "available) before kubeherd reports it stuck: the Progressing condition turns False with "
+        "ProgressDeadlineExceeded and a Warning event says which pods hold it up. The update "
+        "itself stays halted at maxUnavailable either way. As in a Deployment.",
+    )
     paused: bool = Field(
         default=False,
         description="Stop replacing pods of an old template (a rolling update waits); nodes "
@@ -284,13 +325,20 @@ class ConditionStatus(StrEnum):
 
 
 class Condition(Model):
-    type: str = Field(description="Available, or ReplicaFailure while creates are refused.")
+    type: str = Field(
+        description="Available, Progressing, or ReplicaFailure while creates are refused."
+    )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str | None = Field(default=None, description="A one-word reason.")
     message: str | None = Field(default=None, description="What happened, in words.")
     last_transition_time: str | None = Field(
         default=None,
         description="When status last changed.",
+        json_schema_extra={"format": "date-time"},
+    )
+    last_update_time: str | None = Field(
+        default=None,
+        description="Progressing only: when the rollout last made progress.",
         json_schema_extra={"format": "date-time"},
     )
     observed_generation: int | None = Field(
@@ -333,7 +381,17 @@ class CustomDaemonSetStatus(Model):
         default=None, description="The spec generation this status describes."
     )
     collision_count: int | None = Field(
-        default=None, description="Reserved for revision name collisions."
+        default=None,
+        description="How many times a revision name collided with a different template; it is "
+        "mixed into the next hash.",
+    )
+    update_revision: str | None = Field(
+        default=None, description="The ControllerRevision of the current template."
+    )
+    current_revision: str | None = Field(
+        default=None,
+        description="The ControllerRevision every eligible node last ran: it becomes "
+        "updateRevision once a rollout reaches all nodes, and partitioned nodes keep it.",
     )
     node_selector: str | None = Field(
         default=None, description="The template's nodeSelector as k=v pairs (for kubectl get)."
@@ -343,7 +401,8 @@ class CustomDaemonSetStatus(Model):
     )
     conditions: list[Condition] | None = Field(
         default=None,
-        description="Available, and ReplicaFailure while the API server refuses creates.",
+        description="Available; Progressing (RollingUpdate, RolloutComplete, PartitionRolledOut, "
+        "Paused or ProgressDeadlineExceeded); ReplicaFailure while the API server refuses creates.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

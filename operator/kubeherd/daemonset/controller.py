@@ -14,7 +14,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kubeherd.daemonset.eligibility import NodeInfo
@@ -24,15 +24,27 @@ from kubeherd.daemonset.planning import (
     NodeRecord,
     PodInfo,
     RolloutStep,
+    Summary,
     SurgeRule,
     node_selector_text,
+    nodes_kept_back,
+    parse_time,
     plan_nodes,
     plan_rolling_update,
+    pods_holding_up,
     summarize,
 )
-from kubeherd.daemonset.pods import build_daemon_pod, template_hash
-from kubeherd.daemonset.status import build_status, status_changed
-from kubeherd.kube.client import Kube, Outcome
+from kubeherd.daemonset.pods import OWNER_LABEL, build_daemon_pod, template_hash
+from kubeherd.daemonset.revisions import (
+    Revision,
+    build_revision,
+    decide_revision,
+    owned_revisions,
+    revision_name,
+    revisions_to_prune,
+)
+from kubeherd.daemonset.status import RolloutView, build_status, progressing, status_changed
+from kubeherd.kube.client import Kube, KubeError, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +81,35 @@ class Backoff:
 
 
 @dataclass
+class Progress:
+    """When the rollout last moved: a new revision, or more nodes updated or available."""
+
+    revision: str = ""
+    updated: int = -1
+    available: int = -1
+    since: float = 0.0
+
+    def observe(self, revision: str, updated: int, available: int, now: float) -> None:
+        if revision != self.revision or updated > self.updated or available > self.available:
+            self.since = now
+        self.revision, self.updated, self.available = revision, updated, available
+
+
+@dataclass
 class DaemonSetState:
     """What the controller remembers of one CustomDaemonSet between passes."""
 
     body: Mapping[str, Any]
     ledger: dict[str, NodeRecord] = field(default_factory=dict)
-    # The template hash and generation the ledger was computed for; a change means all nodes.
-    revision: str = ""
+    # The template and generation the ledger was computed for; a change means all nodes.
+    template_hash: str = ""
     generation: int = -1
+    # The current template's revision hash (the pods' controller-revision-hash) and all revisions.
+    revision: str = ""
+    revisions: list[Revision] = field(default_factory=list)
+    collision_count: int = 0
+    progress: Progress | None = None
+    deadline_check: asyncio.TimerHandle | None = None
     dirty_nodes: set[str] = field(default_factory=set)
     everything_dirty: bool = True
     running: bool = False
@@ -92,8 +125,18 @@ class DaemonSetState:
     rollout_created: set[str] = field(default_factory=set)
 
 
+def _iso(timestamp: float) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def _now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _iso(time.time())
+
+
+def _progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    conditions = status.get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Progressing"), {})
 
 
 def _involved(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,8 +207,10 @@ class DaemonSetController:
 
     def daemonset_deleted(self, key: Key) -> None:
         state = self._states.pop(key, None)
-        if state is not None and state.availability_check is not None:
-            state.availability_check.cancel()
+        if state is not None:
+            for timer in (state.availability_check, state.deadline_check):
+                if timer is not None:
+                    timer.cancel()
         self.events.forget(key)
 
     def node_changed(self, name: str) -> None:
@@ -228,15 +273,18 @@ class DaemonSetController:
         spec = body.get("spec") or {}
         template = spec.get("template") or {}
         pod_spec = template.get("spec") or {}
-        revision = template_hash(template)
         generation = int(body["metadata"].get("generation", 0))
-        if dirty is None or revision != state.revision or generation != state.generation:
+        new_template = template_hash(template) != state.template_hash
+        if new_template:
+            await self._record_revision(key, state, template)
+        revision = state.revision
+        if dirty is None or new_template or generation != state.generation:
             # A new template or generation can change every node's verdict.
             dirty = set(self.nodes.names()) | set(state.ledger) | self.pods.nodes_with_pods(key)
             if generation != state.generation:
                 state.failed_pod_backoff.clear()
             state.rolling = True
-            state.revision, state.generation = revision, generation
+            state.template_hash, state.generation = template_hash(template), generation
 
         now = self.clock()
         logger.debug("%s/%s: pass over %d nodes", *key, len(dirty))
@@ -256,20 +304,94 @@ class DaemonSetController:
 
         strategy = spec.get("updateStrategy") or {}
         rolling_update = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+        kept_back = (
+            nodes_kept_back(state.ledger, revision, partition) if rolling_update else frozenset()
+        )
         if state.rolling and rolling_update and not spec.get("paused"):
-            step = self._rollout_step(state, plan.deletes, strategy, spec, revision, now)
+            step = self._rollout_step(state, plan.deletes, strategy, spec, revision, now, kept_back)
             plan.deletes += step.deletes
             plan.creates += step.creates
         await self._delete_pods(key, state, plan.deletes)
-        failure = await self._create_pods(key, state, plan.creates, revision)
+        failure = await self._create_pods(key, state, plan.creates, kept_back)
         self._schedule_retries(key, state, plan.creates, plan.backing_off, failure)
+        await self._prune_history(key, state, int(spec.get("revisionHistoryLimit", 10)))
         busy = state.everything_dirty or bool(state.dirty_nodes)
         if busy and self.clock() - state.status_written_at < STATUS_INTERVAL_WHILE_BUSY:
             # More events are already waiting: their pass writes the status. While nodes trickle
             # in one by one (a cluster coming up, thousands of pods starting), a status write per
             # pass would cost as much as the pass itself.
             return
-        await self._write_status(key, state, spec, pod_spec, revision, generation)
+        await self._write_status(key, state, spec, pod_spec, generation, len(kept_back))
+
+    # Revisions ---------------------------------------------------------------------------
+
+    async def _record_revision(
+        self, key: Key, state: DaemonSetState, template: Mapping[str, Any]
+    ) -> None:
+        """Make sure the template has a ControllerRevision, and the newest revision number."""
+        namespace = key[0]
+        uid = state.body["metadata"]["uid"]
+        collision_count = int((state.body.get("status") or {}).get("collisionCount") or 0)
+        for _attempt in range(5):
+            bodies = await self.kube.list_controller_revisions(namespace, f"{OWNER_LABEL}={key[1]}")
+            decision = decide_revision(owned_revisions(bodies, uid), template, collision_count)
+            collision_count = decision.collision_count
+            outcome = Outcome(200)
+            if decision.create is not None:
+                revision = build_revision(state.body, template, decision.hash, decision.create)
+                outcome = await self.kube.create_controller_revision(namespace, revision)
+                if outcome.already_exists:
+                    # Either another pass made it meanwhile (then the next listing shows it), or
+                    # an object we do not own took the name: a collision, so hash again.
+                    name = revision_name(key[1], decision.hash)
+                    existing = await self.kube.get_controller_revision(namespace, name)
+                    if existing is not None and not owned_revisions([existing], uid):
+                        collision_count += 1
+                    continue
+            elif decision.renumber is not None:
+                old, number = decision.renumber
+                outcome = await self.kube.renumber_controller_revision(namespace, old.name, number)
+            if not outcome.ok:
+                self._event(
+                    key,
+                    state,
+                    "Warning",
+                    "FailedRevision",
+                    f"Error recording the template's ControllerRevision: {outcome.message}",
+                )
+                raise KubeError(outcome)
+            if decision.create is not None or decision.renumber is not None:
+                bodies = await self.kube.list_controller_revisions(
+                    namespace, f"{OWNER_LABEL}={key[1]}"
+                )
+            state.revisions = owned_revisions(bodies, uid)
+            state.revision = decision.hash
+            state.collision_count = collision_count
+            return
+        raise RuntimeError(f"no free ControllerRevision name for {key[0]}/{key[1]}")
+
+    async def _prune_history(self, key: Key, state: DaemonSetState, limit: int) -> None:
+        if len(state.revisions) - 1 <= limit:
+            return
+        live = {pod.revision for record in state.ledger.values() for pod in record.pods}
+        for revision in revisions_to_prune(state.revisions, state.revision, limit, live):
+            outcome = await self.kube.delete_controller_revision(
+                key[0], revision.name, revision.uid
+            )
+            if outcome.ok or outcome.not_found:
+                state.revisions.remove(revision)
+                logger.info("%s/%s: pruned %s", *key, revision.name)
+            else:
+                logger.warning("%s/%s: %s not pruned: %s", *key, revision.name, outcome.message)
+
+    def _previous_revision(self, state: DaemonSetState) -> Revision | None:
+        """The revision a partition keeps nodes on: the last one every node ran."""
+        current = (state.body.get("status") or {}).get("currentRevision")
+        for revision in state.revisions:
+            if revision.name == current and revision.hash != state.revision:
+                return revision
+        return None
 
     def _surge_rule(self, spec: Mapping[str, Any], revision: str, now: float) -> SurgeRule | None:
         strategy = spec.get("updateStrategy") or {}
@@ -286,6 +408,7 @@ class DaemonSetController:
         spec: Mapping[str, Any],
         revision: str,
         now: float,
+        kept_back: frozenset[str],
     ) -> RolloutStep:
         live = {pod.uid for record in state.ledger.values() for pod in record.pods}
         state.rollout_deleted &= live
@@ -304,6 +427,7 @@ class DaemonSetController:
             now,
             state.rollout_deleted,
             frozenset(state.rollout_created),
+            kept_back,
         )
         state.rolling = step.outdated
         already = {delete.pod.uid for delete in planned}
@@ -359,15 +483,22 @@ class DaemonSetController:
                 )
 
     async def _create_pods(
-        self, key: Key, state: DaemonSetState, creates: list[CreatePod], revision: str
+        self, key: Key, state: DaemonSetState, creates: list[CreatePod], kept_back: frozenset[str]
     ) -> Outcome | None:
         """Create in batches of 1, 2, 4, ... and stop at the first batch with a failure, as the
         native controller does: a quota that refuses one pod refuses the next 5,000 too."""
+        previous = self._previous_revision(state) if kept_back else None
+
+        def build(node: str) -> dict[str, Any]:
+            if previous is not None and node in kept_back:
+                return build_daemon_pod(state.body, node, previous.hash, previous.template)
+            return build_daemon_pod(state.body, node, state.revision)
+
         batch_size = 1
         remaining = list(creates)
         while remaining:
             batch, remaining = remaining[:batch_size], remaining[batch_size:]
-            pods = [build_daemon_pod(state.body, create.node, revision) for create in batch]
+            pods = [build(create.node) for create in batch]
             outcomes = await asyncio.gather(*(self.kube.create_pod(key[0], pod) for pod in pods))
             failure: Outcome | None = None
             for pod, create, outcome in zip(pods, batch, outcomes, strict=True):
@@ -427,12 +558,14 @@ class DaemonSetController:
         state: DaemonSetState,
         spec: Mapping[str, Any],
         pod_spec: Mapping[str, Any],
-        revision: str,
         generation: int,
+        kept_back: int,
     ) -> None:
         now = self.clock()
-        summary = summarize(state.ledger, revision, int(spec.get("minReadySeconds") or 0), now)
+        min_ready_seconds = int(spec.get("minReadySeconds") or 0)
+        summary = summarize(state.ledger, state.revision, min_ready_seconds, now)
         previous = state.body.get("status") or {}
+        rollout = self._rollout_view(key, state, spec, summary, kept_back, now)
         status = build_status(
             summary,
             generation=generation,
@@ -440,7 +573,7 @@ class DaemonSetController:
             previous=previous,
             create_failure=state.create_failure,
             now=_now_iso(),
-            paused=bool(spec.get("paused")),
+            rollout=rollout,
         )
         if state.availability_check is not None:
             state.availability_check.cancel()
@@ -452,6 +585,7 @@ class DaemonSetController:
             )
         if not status_changed(previous, status):
             return
+        self._report_rollout(key, state, previous, status)
         state.status_written_at = self.clock()
         outcome = await self.kube.patch_status(PLURAL, key[0], key[1], status)
         if outcome.ok:
@@ -459,6 +593,96 @@ class DaemonSetController:
             state.body = {**state.body, "status": {**previous, **status}}
         elif not outcome.not_found:
             logger.warning("%s/%s: status not written: %s", *key, outcome.message)
+
+    def _rollout_view(
+        self,
+        key: Key,
+        state: DaemonSetState,
+        spec: Mapping[str, Any],
+        summary: Summary,
+        kept_back: int,
+        now: float,
+    ) -> RolloutView:
+        previous = state.body.get("status") or {}
+        strategy = spec.get("updateStrategy") or {}
+        update_revision = revision_name(key[1], state.revision)
+        number = next((r.number for r in state.revisions if r.hash == state.revision), 0)
+        # The previous revision stays current until every eligible node runs the new one.
+        current = (
+            update_revision
+            if summary.updated >= summary.desired
+            else str(previous.get("currentRevision") or "")
+        )
+        view = RolloutView(
+            update_revision=update_revision,
+            number=number,
+            current_revision=current,
+            collision_count=state.collision_count,
+            on_delete=strategy.get("type") == "OnDelete",
+            paused=bool(spec.get("paused")),
+            kept_back=kept_back,
+        )
+        if state.progress is None:
+            # After a restart the deadline runs from the last progress the status recorded.
+            state.progress = Progress(since=now)
+            recorded = _progressing_condition(previous)
+            if recorded.get("observedGeneration") == state.generation:
+                state.progress = Progress(
+                    state.revision,
+                    int(previous.get("updatedNumberScheduled") or 0),
+                    int(previous.get("numberAvailable") or 0),
+                    parse_time(recorded.get("lastUpdateTime")) or now,
+                )
+        progress = state.progress
+        progress.observe(state.revision, summary.updated, summary.available, now)
+        view = replace(view, progress_time=_iso(progress.since))
+        if state.deadline_check is not None:
+            state.deadline_check.cancel()
+            state.deadline_check = None
+        if progressing(summary, view)[1] != "RollingUpdate":
+            return view
+        deadline = int(spec.get("progressDeadlineSeconds") or 600)
+        if now - progress.since < deadline:
+            state.deadline_check = asyncio.get_running_loop().call_later(
+                progress.since + deadline - now + 0.5, lambda: self._wake(key, everything=True)
+            )
+            return view
+        count, examples = pods_holding_up(
+            state.ledger, state.revision, int(spec.get("minReadySeconds") or 0), now
+        )
+        rolling_update = strategy.get("rollingUpdate") or {}
+        limit = (
+            f"maxSurge {rolling_update['maxSurge']}"
+            if rolling_update.get("maxSurge") not in (None, 0, "0%")
+            else f"maxUnavailable {rolling_update.get('maxUnavailable', 1)}"
+        )
+        stuck = (
+            f"{view.name} made no progress for {deadline}s: {summary.updated} of "
+            f"{summary.desired} eligible nodes run it, {summary.available} are available; "
+            f"the update halts at {limit}"
+        )
+        if count:
+            stuck += f"; {count} new pods are not available: {', '.join(examples)}"
+        return replace(view, stuck=stuck)
+
+    def _report_rollout(
+        self,
+        key: Key,
+        state: DaemonSetState,
+        previous: Mapping[str, Any],
+        status: Mapping[str, Any],
+    ) -> None:
+        """Events for a rollout's milestones: once each, when the Progressing reason turns."""
+        before = _progressing_condition(previous).get("reason")
+        after = _progressing_condition(status)
+        if after.get("reason") == before:
+            return
+        if after.get("reason") == "RolloutComplete":
+            self._event(key, state, "Normal", "RolloutComplete", str(after.get("message")))
+        elif after.get("reason") == "PartitionRolledOut":
+            self._event(key, state, "Normal", "PartitionRolledOut", str(after.get("message")))
+        elif after.get("reason") == "ProgressDeadlineExceeded":
+            self._event(key, state, "Warning", "RolloutStuck", str(after.get("message")))
 
     def _event(
         self, key: Key, state: DaemonSetState, type_: str, reason: str, message: str

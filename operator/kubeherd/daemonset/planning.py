@@ -40,6 +40,8 @@ class PodInfo:
     revision: str
     created: str
     deleting: bool
+    # Why a container is not running yet (ImagePullBackOff, CrashLoopBackOff...), or "".
+    waiting_reason: str = ""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
@@ -59,11 +61,20 @@ class PodInfo:
             revision=(metadata.get("labels") or {}).get(REVISION_LABEL, ""),
             created=metadata.get("creationTimestamp") or "",
             deleting=bool(metadata.get("deletionTimestamp")),
+            waiting_reason=_waiting_reason(status),
         )
 
     @property
     def finished(self) -> bool:
         return self.phase in ("Failed", "Succeeded")
+
+
+def _waiting_reason(status: Mapping[str, Any]) -> str:
+    for container in status.get("containerStatuses") or ():
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return ""
 
 
 @dataclass(frozen=True)
@@ -284,6 +295,23 @@ class RolloutStep:
     outdated: bool = False
 
 
+def nodes_kept_back(
+    ledger: Mapping[str, NodeRecord], revision: str, partition: int
+) -> frozenset[str]:
+    """The eligible nodes a partition keeps on the previous revision.
+
+    Nodes update in name order and nodes already running `revision` count first, so the last
+    `partition` nodes by name stay behind, and a node joining or leaving moves the line by one
+    node at most (OpenKruise counts updated nodes first too)."""
+    if partition <= 0:
+        return frozenset()
+    eligible = sorted(name for name, record in ledger.items() if record.verdict.should_run)
+    allowance = max(0, len(eligible) - partition)
+    updated = {name for name in eligible if any(p.revision == revision for p in ledger[name].pods)}
+    behind = [name for name in eligible if name not in updated]
+    return frozenset(behind[max(0, allowance - len(updated)) :])
+
+
 def plan_rolling_update(
     ledger: Mapping[str, NodeRecord],
     revision: str,
@@ -292,6 +320,7 @@ def plan_rolling_update(
     now: float,
     already_deleted: set[str],
     already_created: frozenset[str] = frozenset(),
+    kept_back: frozenset[str] = frozenset(),
 ) -> RolloutStep:
     """One step of a rolling update over all eligible nodes, the native way.
 
@@ -302,11 +331,14 @@ def plan_rolling_update(
     the new one is available.
 
     `already_deleted` (pod uids) and `already_created` (nodes) are what earlier passes did that the
-    watch has not shown yet, so two quick passes never spend a budget twice."""
+    watch has not shown yet, so two quick passes never spend a budget twice. Nodes in `kept_back`
+    (a partition) are left alone, though they still count for the budget."""
     eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
     max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), 0)
     if max_surge > 0:
-        return _surge_step(eligible, revision, max_surge, min_ready_seconds, now, already_created)
+        return _surge_step(
+            eligible, revision, max_surge, min_ready_seconds, now, already_created, kept_back
+        )
     max_unavailable = resolve_budget(rolling_update.get("maxUnavailable"), len(eligible), 1)
     # Both zero is refused upstream at admission; at runtime it falls back to 1.
     max_unavailable = max_unavailable or 1
@@ -317,6 +349,8 @@ def plan_rolling_update(
         pods = [pod for pod in eligible[name].pods if pod.uid not in already_deleted]
         if not any(pod_available(pod, min_ready_seconds, now) for pod in pods):
             unavailable += 1
+        if name in kept_back:
+            continue
         for pod in pods:
             if pod.revision == revision:
                 continue
@@ -339,11 +373,14 @@ def _surge_step(
     min_ready_seconds: int,
     now: float,
     already_created: frozenset[str],
+    kept_back: frozenset[str],
 ) -> RolloutStep:
     step = RolloutStep()
     surging = 0
     candidates: list[CreatePod] = []
     for name in sorted(eligible):
+        if name in kept_back:
+            continue
         pods = eligible[name].pods
         old = [pod for pod in pods if pod.revision != revision]
         if not old:
@@ -360,3 +397,33 @@ def _surge_step(
             step.creates.append(CreatePod(name))
     step.creates += candidates[: max(0, max_surge - surging)]
     return step
+
+
+def pods_holding_up(
+    ledger: Mapping[str, NodeRecord],
+    revision: str,
+    min_ready_seconds: int,
+    now: float,
+    examples: int = EXAMPLE_NODES,
+) -> tuple[int, list[str]]:
+    """Eligible nodes whose pod of `revision` is not available: how many, and a few described
+    as `pod on node (reason)` for a status message."""
+    count = 0
+    described: list[str] = []
+    for name in sorted(ledger):
+        record = ledger[name]
+        if not record.verdict.should_run:
+            continue
+        waiting = [
+            pod
+            for pod in record.pods
+            if pod.revision == revision and not pod_available(pod, min_ready_seconds, now)
+        ]
+        if not waiting:
+            continue
+        count += 1
+        if len(described) < examples:
+            pod = waiting[0]
+            why = pod.waiting_reason or ("not ready" if pod.phase == "Running" else pod.phase)
+            described.append(f"{pod.name} on {name} ({why})")
+    return count, described

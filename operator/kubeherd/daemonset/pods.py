@@ -74,9 +74,16 @@ def pinned_affinity(affinity: Mapping[str, Any] | None, node_name: str) -> dict[
     return pinned
 
 
-def build_daemon_pod(cds: Mapping[str, Any], node_name: str, revision: str) -> dict[str, Any]:
+def build_daemon_pod(
+    cds: Mapping[str, Any],
+    node_name: str,
+    revision: str,
+    template: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The pod of `revision` for the node; `template` is that revision's when it is not the
+    CustomDaemonSet's current one (a node a partition keeps back)."""
     metadata = cds["metadata"]
-    template = copy.deepcopy(cds["spec"]["template"])
+    template = copy.deepcopy(dict(template if template is not None else cds["spec"]["template"]))
     template_metadata = template.get("metadata") or {}
     spec = template.get("spec") or {}
     spec["tolerations"] = with_daemon_tolerations(spec)

@@ -4,9 +4,62 @@ conditions a user can act on. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.planning import Summary
+
+
+@dataclass(frozen=True)
+class RolloutView:
+    """Where the rollout of the current template stands, beyond the counters."""
+
+    update_revision: str = ""
+    # The revision number users see in `kubeherd rollout history`; 0 while unknown.
+    number: int = 0
+    current_revision: str = ""
+    collision_count: int = 0
+    on_delete: bool = False
+    paused: bool = False
+    # Eligible nodes a partition keeps on the previous revision.
+    kept_back: int = 0
+    # Why the rollout counts as stuck (no progress within progressDeadlineSeconds), or "".
+    stuck: str = ""
+    # When the rollout last made progress (RFC 3339), or "".
+    progress_time: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"revision {self.number}" if self.number else "the current template"
+
+
+def progressing(summary: Summary, rollout: RolloutView) -> tuple[str, str, str]:
+    """The Progressing condition: (status, reason, message)."""
+    desired, updated, available = summary.desired, summary.updated, summary.available
+    running = f"{updated} of {desired} eligible nodes run {rollout.name}"
+    if updated >= desired and available >= desired:
+        return (
+            "True",
+            "RolloutComplete",
+            f"{rollout.name} runs on all {desired} eligible nodes and is available",
+        )
+    if rollout.kept_back and updated + rollout.kept_back >= desired and available >= desired:
+        return (
+            "True",
+            "PartitionRolledOut",
+            f"{running}; the partition keeps {rollout.kept_back} on the previous revision",
+        )
+    if rollout.paused:
+        return ("False", "Paused", f"the rollout is paused: {running}")
+    if rollout.on_delete:
+        return (
+            "False",
+            "OnDelete",
+            f"{running}; with OnDelete the others change when their pod is deleted",
+        )
+    if rollout.stuck:
+        return ("False", "ProgressDeadlineExceeded", rollout.stuck)
+    return ("True", "RollingUpdate", f"{running}; {available} of {desired} are available")
 
 
 def _condition(
@@ -39,7 +92,7 @@ def build_status(
     previous: Mapping[str, Any],
     create_failure: str | None,
     now: str,
-    paused: bool = False,
+    rollout: RolloutView,
 ) -> dict[str, Any]:
     conditions_before = {c.get("type", ""): c for c in previous.get("conditions") or []}
     if summary.available == summary.desired:
@@ -55,16 +108,14 @@ def build_status(
             f"{summary.unavailable} of {summary.desired} "
             "eligible nodes have no available daemon pod yet",
         )
-    updated = f"{summary.updated} of {summary.desired} eligible nodes run the current template"
-    if summary.updated >= summary.desired:
-        progressing = ("True", "RolloutComplete", updated)
-    elif paused:
-        progressing = ("False", "Paused", f"the rollout is paused: {updated}")
-    else:
-        progressing = ("True", "RollingUpdate", updated)
+    progressing_condition = _condition(
+        conditions_before, "Progressing", *progressing(summary, rollout), generation, now
+    )
+    if rollout.progress_time:
+        progressing_condition["lastUpdateTime"] = rollout.progress_time
     conditions = [
         _condition(conditions_before, "Available", *available, generation, now),
-        _condition(conditions_before, "Progressing", *progressing, generation, now),
+        progressing_condition,
     ]
     if create_failure:
         conditions.append(
@@ -78,7 +129,7 @@ def build_status(
                 now,
             )
         )
-    return {
+    status: dict[str, Any] = {
         "observedGeneration": generation,
         "desiredNumberScheduled": summary.desired,
         "currentNumberScheduled": summary.current,
@@ -91,6 +142,13 @@ def build_status(
         "ineligibleNodes": [group.to_dict() for group in summary.ineligible],
         "conditions": conditions,
     }
+    if rollout.update_revision:
+        status["updateRevision"] = rollout.update_revision
+    if rollout.current_revision:
+        status["currentRevision"] = rollout.current_revision
+    if rollout.collision_count:
+        status["collisionCount"] = rollout.collision_count
+    return status
 
 
 def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

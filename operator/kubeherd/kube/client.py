@@ -63,10 +63,19 @@ class Outcome:
         return self.status == 403 and "because it is being terminated" in self.message
 
 
+class KubeError(Exception):
+    """A request the API server refused; the message is its own."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
 class Kube:
     def __init__(self, api_client: Any, limits: WriteLimits) -> None:
         self._api_client = api_client
         self._core = k8s.CoreV1Api(api_client)
+        self._apps = k8s.AppsV1Api(api_client)
         self._custom = k8s.CustomObjectsApi(api_client)
         self._bucket = TokenBucket(limits.qps, limits.burst)
         self._slots = asyncio.Semaphore(max(1, limits.max_concurrent))
@@ -101,6 +110,51 @@ class Kube:
         if 200 <= response.status < 300:
             return Outcome(status=response.status)
         return Outcome(status=response.status, message=_api_message(body, response.status))
+
+    async def _read(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """A GET or LIST as plain JSON; None when not found. Reads skip the write limits."""
+        response = await call(*args, _preload_content=False, **kwargs)
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        if response.status == 404:
+            return None
+        if not 200 <= response.status < 300:
+            raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    async def list_controller_revisions(
+        self, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        listing = await self._read(
+            self._apps.list_namespaced_controller_revision,
+            namespace,
+            label_selector=label_selector,
+        )
+        return list((listing or {}).get("items") or [])
+
+    async def get_controller_revision(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._read(self._apps.read_namespaced_controller_revision, name, namespace)
+
+    async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:
+        return await self._write(self._apps.create_namespaced_controller_revision, namespace, body)
+
+    async def renumber_controller_revision(self, namespace: str, name: str, number: int) -> Outcome:
+        return await self._write(
+            self._apps.patch_namespaced_controller_revision,
+            name,
+            namespace,
+            {"revision": number},
+            _content_type="application/merge-patch+json",
+        )
+
+    async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
+        body = {"preconditions": {"uid": uid}} if uid else None
+        return await self._write(
+            self._apps.delete_namespaced_controller_revision, name, namespace, body=body
+        )
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
         return await self._write(self._core.create_namespaced_pod, namespace, pod)

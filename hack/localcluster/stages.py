@@ -1,0 +1,77 @@
+"""The kwok stages the local cluster runs: kwokctl's defaults plus one for images that cannot
+be pulled.
+
+kwok starts every pod it is given, whatever the image. Tests of stuck rollouts need pods that
+never become ready, as a real kubelet leaves them when the image does not exist. Images under
+the reserved `.invalid` top-level domain (RFC 2606) cannot be pulled on a real node either, so
+here such pods stay Pending with `ImagePullBackOff`, and the usual stage skips them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+UNPULLABLE_REGISTRY = "unpullable.invalid/"
+_ANY_UNPULLABLE = f'.spec.containers.[].image | startswith("{UNPULLABLE_REGISTRY}")'
+
+_IMAGE_PULL_BACKOFF_STAGE: dict[str, Any] = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+    "kind": "Stage",
+    "metadata": {"name": "pod-image-pull-backoff"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {
+            "matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+                {"key": _ANY_UNPULLABLE, "operator": "In", "values": ["true"]},
+                {
+                    "key": ".status.containerStatuses.[].state.waiting.reason",
+                    "operator": "NotIn",
+                    "values": ["ImagePullBackOff"],
+                },
+            ]
+        },
+        "next": {
+            "statusTemplate": """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: PodScheduled
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  type: Ready
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  state:
+    waiting:
+      reason: ImagePullBackOff
+      message: {{ printf "Back-off pulling image %q" .image | Quote }}
+{{ end }}
+phase: Pending
+"""
+        },
+    },
+}
+
+
+def write_stages(defaults: Path, target: Path) -> Path:
+    """Write kwokctl's default stages from `defaults`, adjusted as described above, to `target`."""
+    stages = [stage for stage in yaml.safe_load_all(defaults.read_text()) if stage]
+    for stage in stages:
+        if stage["metadata"]["name"] == "pod-ready":
+            stage["spec"]["selector"]["matchExpressions"].append(
+                {"key": _ANY_UNPULLABLE, "operator": "NotIn", "values": ["true"]}
+            )
+    stages.append(_IMAGE_PULL_BACKOFF_STAGE)
+    target.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+    return target
