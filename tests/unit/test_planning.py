@@ -455,3 +455,29 @@ def test_the_pods_holding_up_a_rollout_are_named_with_their_reason() -> None:
 
     assert count == 2
     assert examples == ["pa on a (ImagePullBackOff)", "pb on b (Pending)"]
+
+
+def test_a_pod_body_reads_into_the_small_record_the_controller_keeps() -> None:
+    body = {
+        "metadata": {
+            "name": "agent-x",
+            "uid": "u1",
+            "labels": {"controller-revision-hash": "r2"},
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "Ready", "status": "False"}],
+            "containerStatuses": [
+                {"name": "sidecar", "state": {"running": {}}},
+                {"name": "agent", "state": {"waiting": {"reason": "ImagePullBackOff"}}},
+            ],
+        },
+    }
+
+    info = PodInfo.from_body(body)
+
+    assert (info.node, info.phase, info.ready, info.revision) == ("n1", "Pending", False, "r2")
+    assert info.waiting_reason == "ImagePullBackOff"
+    assert PodInfo.from_body({"metadata": {"name": "bare"}}).waiting_reason == ""
