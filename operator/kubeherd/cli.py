@@ -1,10 +1,12 @@
-"""`kubeherd run` starts the operator; `kubeherd crds` prints the CustomResourceDefinitions."""
+"""`kubeherd run` starts the operator; `kubeherd rollout` follows, lists and undoes
+CustomDaemonSet rollouts; `kubeherd crds` prints the CustomResourceDefinitions."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from typing import Any
 
 from kubeherd.kube.client import WriteLimits
 from kubeherd.settings import OperatorOptions
@@ -46,6 +48,56 @@ def _crds(_options: argparse.Namespace) -> int:
     return 0
 
 
+def _rollout(options: argparse.Namespace) -> int:
+    from kubeherd import rollouts
+
+    return rollouts.run(options.action, options)
+
+
+def _duration(text: str) -> float:
+    from kubeherd.rollouts import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_rollout(commands: Any) -> None:
+    rollout = commands.add_parser(
+        "rollout",
+        help="rollout status, history and undo of a CustomDaemonSet (like kubectl rollout)",
+    )
+    actions = rollout.add_subparsers(dest="action", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("resource", help="cds/NAME")
+    common.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
+    common.add_argument("--kubeconfig", help="default: KUBECONFIG, else ~/.kube/config")
+
+    status = actions.add_parser(
+        "status",
+        parents=[common],
+        help="wait until the rollout is done; fail when it is stuck",
+    )
+    status.add_argument(
+        "--timeout",
+        type=_duration,
+        default=0.0,
+        help="give up after this long (90s, 5m, 1h); default: wait forever",
+    )
+    history = actions.add_parser("history", parents=[common], help="list the revisions")
+    history.add_argument(
+        "--revision", type=int, default=0, help="show this revision's pod template"
+    )
+    undo = actions.add_parser(
+        "undo", parents=[common], help="bring back the previous (or a given) template"
+    )
+    undo.add_argument(
+        "--to-revision", type=int, default=0, help="the revision to go back to; default: previous"
+    )
+    rollout.set_defaults(handler=_rollout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeherd", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     crds = commands.add_parser("crds", help="print the CustomResourceDefinitions as YAML")
     crds.set_defaults(handler=_crds)
+    _add_rollout(commands)
     return parser
 
 

@@ -3,12 +3,16 @@ rolling updates watched pod by pod, surge, OnDelete, pause, partition, revisions
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 from kubernetes import client
 
-from tests.helpers import TrackedFakeNodes, eventually
+from localcluster.cluster import LocalCluster
+from tests.helpers import REPO, TrackedFakeNodes, eventually
 from tests.integration.daemonsets import (
     NEW_IMAGE,
     WORKERS,
@@ -191,6 +195,7 @@ def test_a_partition_keeps_the_last_nodes_on_the_old_revision(
     assert {revision_of(p) for p in daemonsets.wait_for_nodes(name, nodes)} == {new_revision}
 
 
+NEW_IMAGE_NAME = "registry.k8s.io/pause:3.9"
 BROKEN_IMAGE = {
     "template": {
         "spec": {"containers": [{"name": "agent", "image": "unpullable.invalid/agent:broken"}]}
@@ -261,3 +266,72 @@ def test_old_revisions_beyond_the_history_limit_are_pruned_unless_a_pod_runs_the
     assert sorted(revisions) == [1, 4]
     assert revisions[1] == first
     assert daemonsets.get(name)["status"]["updateRevision"] == f"{name}-{revisions[4]}"
+
+
+def kubeherd(cluster: LocalCluster, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The kubeherd command line, as a user runs it against the cluster."""
+    return subprocess.run(
+        [sys.executable, "-m", "kubeherd.cli", *arguments],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_undo_brings_back_the_previous_template_and_status_waits_for_it(
+    daemonsets: DaemonSets, local_cluster: LocalCluster
+) -> None:
+    manifest = agent()
+    manifest["spec"]["minReadySeconds"] = 2
+    name = daemonsets.create(manifest)
+    resource = ("cds/agent", "-n", daemonsets.namespace)
+    first = revision_of(daemonsets.wait_for_nodes(name, WORKERS)[0])
+    daemonsets.patch_spec(name, NEW_IMAGE)
+    waited = kubeherd(local_cluster, "rollout", "status", *resource, "--timeout", "90s")
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout.splitlines()[-1] == 'customdaemonset "agent" successfully rolled out'
+    assert {p.spec.containers[0].image for p in daemonsets.pods(name)} == {NEW_IMAGE_NAME}
+
+    undone = kubeherd(local_cluster, "rollout", "undo", *resource)
+
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout == "customdaemonset.kubeherd.io/agent rolled back\n"
+    waited = kubeherd(local_cluster, "rollout", "status", *resource, "--timeout", "90s")
+    assert waited.returncode == 0, waited.stderr
+    # minReadySeconds makes the wait visible: status saw the pods being replaced.
+    assert "Waiting for customdaemonset" in waited.stdout
+    pods = daemonsets.wait_for_nodes(name, WORKERS)
+    assert {p.spec.containers[0].image for p in pods} == {"registry.k8s.io/pause:3.10"}
+    assert {revision_of(p) for p in pods} == {first}
+    history = kubeherd(local_cluster, "rollout", "history", *resource)
+    assert [line.split() for line in history.stdout.splitlines()[1:]] == [
+        ["REVISION", "IMAGES", "CHANGE-CAUSE"],
+        ["2", NEW_IMAGE_NAME, "<none>"],
+        ["3", "registry.k8s.io/pause:3.10", "<none>"],
+    ]
+    assert daemonsets.revisions(name)[3] == first
+
+
+def test_rollout_status_fails_on_a_stuck_rollout_and_on_a_timeout(
+    daemonsets: DaemonSets, local_cluster: LocalCluster
+) -> None:
+    manifest = agent()
+    manifest["spec"]["progressDeadlineSeconds"] = 10
+    name = daemonsets.create(manifest)
+    daemonsets.wait_for_nodes(name, WORKERS)
+    resource = ("cds/agent", "-n", daemonsets.namespace)
+    daemonsets.patch_spec(name, BROKEN_IMAGE)
+
+    timed_out = kubeherd(local_cluster, "rollout", "status", *resource, "--timeout", "1s")
+    stuck = kubeherd(local_cluster, "rollout", "status", *resource, "--timeout", "60s")
+
+    assert timed_out.returncode == 1
+    assert timed_out.stderr == "error: timed out waiting for the condition\n"
+    assert stuck.returncode == 1
+    assert stuck.stderr.startswith(
+        'error: customdaemonset "agent" rollout is stuck: revision 2 made no progress for 10s'
+    )
+    assert "ImagePullBackOff" in stuck.stderr

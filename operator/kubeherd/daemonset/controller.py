@@ -350,8 +350,16 @@ class DaemonSetController:
                         collision_count += 1
                     continue
             elif decision.renumber is not None:
+                # A revision's data is immutable, and any patch has the API server re-encode it
+                # (sorted, compact), which it then refuses as a change. So the revision is made
+                # again with its new number; pods refer to the hash label, not to the object.
                 old, number = decision.renumber
-                outcome = await self.kube.renumber_controller_revision(namespace, old.name, number)
+                outcome = await self.kube.delete_controller_revision(namespace, old.name, old.uid)
+                if outcome.ok or outcome.not_found:
+                    revision = build_revision(state.body, template, decision.hash, number)
+                    outcome = await self.kube.create_controller_revision(namespace, revision)
+                    if outcome.already_exists:
+                        continue
             if not outcome.ok:
                 self._event(
                     key,

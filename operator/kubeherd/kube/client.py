@@ -141,15 +141,6 @@ class Kube:
     async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:
         return await self._write(self._apps.create_namespaced_controller_revision, namespace, body)
 
-    async def renumber_controller_revision(self, namespace: str, name: str, number: int) -> Outcome:
-        return await self._write(
-            self._apps.patch_namespaced_controller_revision,
-            name,
-            namespace,
-            {"revision": number},
-            _content_type="application/merge-patch+json",
-        )
-
     async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
         body = {"preconditions": {"uid": uid}} if uid else None
         return await self._write(

@@ -1,0 +1,335 @@
+"""`kubeherd rollout status|history|undo` for CustomDaemonSets.
+
+kubectl's rollout commands only know the built-in workloads, so these do for a CustomDaemonSet
+what `kubectl rollout` does for a DaemonSet, reading what the controller records: the status,
+the Progressing condition and the ControllerRevisions.
+
+The decisions are pure functions of plain data; the API calls are at the bottom.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import yaml
+
+from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
+
+GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "customdaemonsets"
+KIND_NAMES = frozenset(
+    {
+        "cds",
+        "customdaemonset",
+        "customdaemonsets",
+        "customdaemonset.kubeherd.io",
+        "customdaemonsets.kubeherd.io",
+    }
+)
+POLL_SECONDS = 1.0
+
+
+class RolloutError(Exception):
+    """A failure to report as `error: ...` with a non-zero exit."""
+
+
+def parse_resource(text: str) -> str:
+    """The name in `cds/NAME` (or any of the resource's other spellings)."""
+    kind, slash, name = text.partition("/")
+    if not slash or not name or "/" in name:
+        raise RolloutError(f"expected cds/NAME, got {text!r}")
+    if kind.lower() not in KIND_NAMES:
+        raise RolloutError(
+            f"only CustomDaemonSets have kubeherd rollouts (cds/NAME); got {kind!r}: "
+            "use kubectl rollout for built-in workloads"
+        )
+    return name
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a kubectl-style duration: `90`, `30s`, `5m`, `1h`, `1m30s`."""
+    text = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        raise ValueError(f"invalid duration {text!r}: use e.g. 90s, 5m or 1h30m")
+    factor = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    return sum(float(number) * factor[unit] for number, unit in parts)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `rollout status` says now; `done` ends the wait, `failed` with an error."""
+
+    message: str
+    done: bool = False
+    failed: bool = False
+
+
+def status_verdict(cds: Mapping[str, Any]) -> Verdict:
+    """The rules of `kubectl rollout status daemonset`, plus kubeherd's stuck and partition."""
+    name = cds["metadata"]["name"]
+    spec = cds.get("spec") or {}
+    status = cds.get("status") or {}
+    if (spec.get("updateStrategy") or {}).get("type") == "OnDelete":
+        return Verdict(
+            "rollout status is only available for RollingUpdate strategy type", failed=True
+        )
+    if int(status.get("observedGeneration") or 0) < int(cds["metadata"].get("generation") or 0):
+        return Verdict("Waiting for customdaemonset spec update to be observed...")
+    progressing: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {}
+    )
+    reason = progressing.get("reason")
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    updated = int(status.get("updatedNumberScheduled") or 0)
+    available = int(status.get("numberAvailable") or 0)
+    if reason == "ProgressDeadlineExceeded":
+        return Verdict(
+            f'customdaemonset "{name}" rollout is stuck: {progressing.get("message")}', failed=True
+        )
+    if reason == "PartitionRolledOut":
+        return Verdict(
+            f"partitioned roll out complete: {updated} of {desired} nodes updated; "
+            "the partition keeps the rest on the previous revision",
+            done=True,
+        )
+    waiting = f'Waiting for customdaemonset "{name}" rollout to finish: '
+    if updated < desired:
+        paused = " (paused)" if reason == "Paused" else ""
+        return Verdict(f"{waiting}{updated} out of {desired} new pods have been updated...{paused}")
+    if available < desired:
+        return Verdict(f"{waiting}{available} of {desired} updated pods are available...")
+    return Verdict(f'customdaemonset "{name}" successfully rolled out', done=True)
+
+
+def _images(template: Mapping[str, Any]) -> str:
+    containers = (template.get("spec") or {}).get("containers") or []
+    return ",".join(str(container.get("image", "")) for container in containers) or "<none>"
+
+
+def history_table(name: str, revisions: Sequence[Revision], causes: Mapping[str, str]) -> str:
+    """The table `kubectl rollout history` prints, with the images of each revision."""
+    if not revisions:
+        return "No rollout history found.\n"
+    rows = [("REVISION", "IMAGES", "CHANGE-CAUSE")]
+    rows += [
+        (str(r.number), _images(r.template), causes.get(r.name) or "<none>") for r in revisions
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(2)]
+    lines = [f"customdaemonset.kubeherd.io/{name}"]
+    lines += [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def find_revision(revisions: Iterable[Revision], number: int) -> Revision:
+    for revision in revisions:
+        if revision.number == number:
+            return revision
+    raise RolloutError(f"unable to find the specified revision {number}")
+
+
+def undo_target(
+    name: str, revisions: Sequence[Revision], update_revision: str, to_revision: int
+) -> Revision:
+    """The revision `undo` goes back to: the given one, else the newest before the current."""
+    if to_revision:
+        try:
+            return find_revision(revisions, to_revision)
+        except RolloutError:
+            raise RolloutError(
+                f"unable to find specified revision {to_revision} in history"
+            ) from None
+    ordered = sorted(revisions, key=lambda revision: revision.number)
+    current = next(
+        (r for r in ordered if r.name == update_revision), ordered[-1] if ordered else None
+    )
+    earlier = [r for r in ordered if current is not None and r.number < current.number]
+    if not earlier:
+        raise RolloutError(f'no rollout history found for customdaemonset "{name}"')
+    return earlier[-1]
+
+
+# The API ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    namespace: str | None
+    kubeconfig: str | None
+
+
+async def _client(target: Target) -> tuple[Any, str]:
+    """An API client logged in as kubectl would be, and the namespace to use."""
+    from kubernetes_asyncio import client as k8s
+    from kubernetes_asyncio import config as k8s_config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    configuration = k8s.Configuration()
+    namespace = target.namespace
+    try:
+        await k8s_config.load_kube_config(
+            config_file=target.kubeconfig, client_configuration=configuration
+        )
+        if namespace is None:
+            _contexts, active = k8s_config.list_kube_config_contexts(target.kubeconfig)
+            namespace = (active.get("context") or {}).get("namespace")
+    except (ConfigException, FileNotFoundError):
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    return k8s.ApiClient(configuration), namespace or "default"
+
+
+async def _get_cds(api: Any, namespace: str, name: str) -> dict[str, Any]:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        found: dict[str, Any] = await api.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            raise RolloutError(f'customdaemonsets.kubeherd.io "{name}" not found') from None
+        raise RolloutError(_message(error)) from None
+    return found
+
+
+def _message(error: Any) -> str:
+    try:
+        return str(json.loads(error.body)["message"])
+    except (ValueError, KeyError, TypeError):
+        return str(error)
+
+
+async def _revisions(
+    api_client: Any, cds: Mapping[str, Any]
+) -> tuple[list[Revision], dict[str, str]]:
+    from kubernetes_asyncio import client as k8s
+
+    metadata = cds["metadata"]
+    listing = await k8s.AppsV1Api(api_client).list_namespaced_controller_revision(
+        metadata["namespace"],
+        label_selector=f"{OWNER_LABEL}={metadata['name']}",
+        _preload_content=False,
+    )
+    bodies = json.loads(await listing.read()).get("items") or []
+    causes = {
+        body["metadata"]["name"]: (body["metadata"].get("annotations") or {}).get(
+            CHANGE_CAUSE_ANNOTATION, ""
+        )
+        for body in bodies
+    }
+    return owned_revisions(bodies, metadata["uid"]), causes
+
+
+async def status(target: Target, timeout: float, out: TextIO) -> None:
+    from kubernetes_asyncio import client as k8s
+
+    api_client, namespace = await _client(target)
+    async with api_client:
+        api = k8s.CustomObjectsApi(api_client)
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        last = ""
+        while True:
+            verdict = status_verdict(await _get_cds(api, namespace, target.name))
+            if verdict.failed:
+                raise RolloutError(verdict.message)
+            if verdict.message != last:
+                out.write(verdict.message + "\n")
+                out.flush()
+                last = verdict.message
+            if verdict.done:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RolloutError("timed out waiting for the condition")
+            await asyncio.sleep(POLL_SECONDS)
+
+
+async def history(target: Target, revision: int, out: TextIO) -> None:
+    from kubernetes_asyncio import client as k8s
+
+    api_client, namespace = await _client(target)
+    async with api_client:
+        cds = await _get_cds(k8s.CustomObjectsApi(api_client), namespace, target.name)
+        revisions, causes = await _revisions(api_client, cds)
+    if not revision:
+        out.write(history_table(target.name, revisions, causes))
+        return
+    chosen = find_revision(revisions, revision)
+    out.write(f"customdaemonset.kubeherd.io/{target.name} with revision #{revision}\n")
+    out.write(yaml.safe_dump({"template": dict(chosen.template)}, sort_keys=False))
+
+
+async def undo(target: Target, to_revision: int, out: TextIO) -> None:
+    from kubernetes_asyncio import client as k8s
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    api_client, namespace = await _client(target)
+    async with api_client:
+        api = k8s.CustomObjectsApi(api_client)
+        cds = await _get_cds(api, namespace, target.name)
+        revisions, _causes = await _revisions(api_client, cds)
+        update_revision = str((cds.get("status") or {}).get("updateRevision") or "")
+        chosen = undo_target(target.name, revisions, update_revision, to_revision)
+        resource = f"customdaemonset.kubeherd.io/{target.name}"
+        if dict(chosen.template) == (cds.get("spec") or {}).get("template"):
+            out.write(
+                f"{resource} skipped rollback (current template already matches revision "
+                f"{chosen.number})\n"
+            )
+            return
+        # A JSON patch replaces the template whole (a merge patch would keep fields the old one
+        # lacks; custom resources have no strategic merge), and its test fails on a concurrent
+        # edit instead of overwriting it.
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": cds["metadata"]["resourceVersion"],
+            },
+            {"op": "replace", "path": "/spec/template", "value": dict(chosen.template)},
+        ]
+        try:
+            await api.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                target.name,
+                patch,
+                _content_type="application/json-patch+json",
+            )
+        except ApiException as error:
+            if error.status in (409, 422):
+                raise RolloutError(
+                    "the customdaemonset changed while rolling back; try again"
+                ) from None
+            raise RolloutError(_message(error)) from None
+    out.write(f"{resource} rolled back\n")
+
+
+def run(action: str, options: Any) -> int:
+    """The CLI's entry: print errors as kubectl does and return the exit code."""
+    try:
+        target = Target(parse_resource(options.resource), options.namespace, options.kubeconfig)
+        if action == "status":
+            asyncio.run(status(target, options.timeout, sys.stdout))
+        elif action == "history":
+            asyncio.run(history(target, options.revision, sys.stdout))
+        else:
+            asyncio.run(undo(target, options.to_revision, sys.stdout))
+    except RolloutError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 1
+    return 0
