@@ -49,7 +49,8 @@ cluster-status: deps ## Show which control-plane processes run
 
 .PHONY: crds
 crds: deps ## Regenerate crds/ from the pydantic models in operator/kubeherd/api
-	$(RUN) kubeherd crds > crds/customdaemonsets.kubeherd.io.yaml
+	$(RUN) kubeherd crds customdaemonsets > crds/customdaemonsets.kubeherd.io.yaml
+	$(RUN) kubeherd crds schedulerprofiles > crds/schedulerprofiles.kubeherd.io.yaml
 
 .PHONY: run
 run: cluster-up ## Apply the CRDs to the local cluster and run the operator in the foreground

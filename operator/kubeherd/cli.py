@@ -41,10 +41,14 @@ def _run(options: argparse.Namespace) -> int:
     return 0
 
 
-def _crds(_options: argparse.Namespace) -> int:
+def _crds(options: argparse.Namespace) -> int:
     from kubeherd.api.crd import render_crds_yaml
 
-    sys.stdout.write(render_crds_yaml())
+    try:
+        sys.stdout.write(render_crds_yaml(options.plurals))
+    except ValueError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 1
     return 0
 
 
@@ -133,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     crds = commands.add_parser("crds", help="print the CustomResourceDefinitions as YAML")
+    crds.add_argument(
+        "plurals",
+        nargs="*",
+        metavar="PLURAL",
+        help="only these (customdaemonsets, schedulerprofiles); default: all",
+    )
     crds.set_defaults(handler=_crds)
     _add_rollout(commands)
     return parser

@@ -8,11 +8,15 @@ refuses a bad object with a message that says what is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from kubeherd.api.customdaemonset import CustomDaemonSet
+from kubeherd.api.schedulerprofile import SchedulerProfile
 
 GROUP = "kubeherd.io"
 VERSION = "v1alpha1"
@@ -45,7 +49,7 @@ ROOT_RULES = [
         "message": "metadata.name must be at most 63 characters: it is a label value on the pods",
     }
 ]
-PRINTER_COLUMNS = [
+DAEMONSET_COLUMNS = [
     ("DESIRED", "integer", ".status.desiredNumberScheduled", "Eligible nodes"),
     ("CURRENT", "integer", ".status.currentNumberScheduled", "Eligible nodes with a pod"),
     ("READY", "integer", ".status.numberReady", "Eligible nodes with a Ready pod"),
@@ -86,37 +90,73 @@ def _structural(node: Any, definitions: dict[str, Any]) -> Any:
     return {key: _structural(value, definitions) for key, value in node.items()}
 
 
-def openapi_schema() -> dict[str, Any]:
-    raw = CustomDaemonSet.model_json_schema(by_alias=True)
+@dataclass(frozen=True)
+class Resource:
+    """One custom resource: its model and what its CRD says beyond the model."""
+
+    model: type[BaseModel]
+    plural: str
+    short_names: tuple[str, ...]
+    printer_columns: Sequence[tuple[str, str, str, str]]
+    spec_rules: Sequence[dict[str, str]] = field(default_factory=list)
+    root_rules: Sequence[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.model.__name__
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{GROUP}"
+
+
+SCHEDULER_COLUMNS = [
+    ("SCHEDULERS", "string", ".status.schedulerNames", "The profiles' scheduler names"),
+    ("READY", "integer", ".status.readyReplicas", "Ready scheduler pods"),
+    ("LEADER", "string", ".status.leader", "The Lease's holder"),
+    ("VALID", "string", '.status.conditions[?(@.type=="Valid")].status', "The spec passed"),
+    ("AGE", "date", ".metadata.creationTimestamp", ""),
+]
+CUSTOM_DAEMON_SET = Resource(
+    CustomDaemonSet, "customdaemonsets", ("cds",), DAEMONSET_COLUMNS, SPEC_RULES, ROOT_RULES
+)
+SCHEDULER_PROFILE = Resource(SchedulerProfile, "schedulerprofiles", ("sp",), SCHEDULER_COLUMNS)
+RESOURCES = (CUSTOM_DAEMON_SET, SCHEDULER_PROFILE)
+
+
+def openapi_schema(resource: Resource = CUSTOM_DAEMON_SET) -> dict[str, Any]:
+    raw = resource.model.model_json_schema(by_alias=True)
     definitions = raw.pop("$defs", {})
     schema: dict[str, Any] = _structural(raw, definitions)
     properties = schema["properties"]
     # The API server owns metadata's schema; a CRD may only say it is an object.
     properties["metadata"] = {"type": "object"}
-    properties["spec"]["x-kubernetes-validations"] = SPEC_RULES
-    schema["x-kubernetes-validations"] = ROOT_RULES
+    if resource.spec_rules:
+        properties["spec"]["x-kubernetes-validations"] = list(resource.spec_rules)
+    if resource.root_rules:
+        schema["x-kubernetes-validations"] = list(resource.root_rules)
     # apiVersion and kind are always set by clients; defaults there would only confuse.
-    for field in ("apiVersion", "kind"):
-        properties[field].pop("default", None)
+    for name in ("apiVersion", "kind"):
+        properties[name].pop("default", None)
     schema.pop("description", None)
-    schema["description"] = (CustomDaemonSet.__doc__ or "").replace("\n    ", " ").strip()
+    schema["description"] = (resource.model.__doc__ or "").replace("\n    ", " ").strip()
     return schema
 
 
-def render_crd() -> dict[str, Any]:
+def render_crd(resource: Resource = CUSTOM_DAEMON_SET) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"customdaemonsets.{GROUP}"},
+        "metadata": {"name": resource.crd_name},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": "CustomDaemonSet",
-                "listKind": "CustomDaemonSetList",
-                "plural": "customdaemonsets",
-                "singular": "customdaemonset",
-                "shortNames": ["cds"],
+                "kind": resource.kind,
+                "listKind": f"{resource.kind}List",
+                "plural": resource.plural,
+                "singular": resource.kind.lower(),
+                "shortNames": list(resource.short_names),
                 "categories": ["all", "kubeherd"],
             },
             "versions": [
@@ -128,9 +168,9 @@ def render_crd() -> dict[str, Any]:
                     "additionalPrinterColumns": [
                         {"name": name, "type": type_, "jsonPath": path}
                         | ({"description": text} if text else {})
-                        for name, type_, path, text in PRINTER_COLUMNS
+                        for name, type_, path, text in resource.printer_columns
                     ],
-                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "schema": {"openAPIV3Schema": openapi_schema(resource)},
                 }
             ],
         },
@@ -140,8 +180,14 @@ def render_crd() -> dict[str, Any]:
 HEADER = "# Generated by `make crds` (kubeherd crds) from operator/kubeherd/api: do not edit.\n"
 
 
-def render_crds_yaml() -> str:
-    documents = [render_crd()]
+def render_crds_yaml(plurals: Sequence[str] = ()) -> str:
+    """The CRDs of the given resources (all by default) as one YAML stream."""
+    unknown = set(plurals) - {resource.plural for resource in RESOURCES}
+    if unknown:
+        raise ValueError(f"no such kubeherd resource: {', '.join(sorted(unknown))}")
+    documents = [
+        render_crd(resource) for resource in RESOURCES if not plurals or resource.plural in plurals
+    ]
     return HEADER + "---\n".join(
         yaml.safe_dump(document, sort_keys=False, width=100) for document in documents
     )

@@ -1,0 +1,1 @@
+"""Extra kube-schedulers: configuration, validation and the objects that run them."""

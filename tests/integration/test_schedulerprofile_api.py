@@ -1,0 +1,111 @@
+"""What the API server itself refuses in a SchedulerProfile at `kubectl apply`, from the CRD."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tests.helpers import Kubectl
+from tests.integration.test_customdaemonset_api import apply, refused
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds_installed")]
+
+
+def valid() -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeherd.io/v1alpha1",
+        "kind": "SchedulerProfile",
+        "metadata": {"name": "extra"},
+        "spec": {"profiles": [{"schedulerName": "extra-scheduler"}]},
+    }
+
+
+def with_spec(**fields: Any) -> dict[str, Any]:
+    manifest = copy.deepcopy(valid())
+    manifest["spec"].update(fields)
+    return manifest
+
+
+def test_a_minimal_profile_is_stored_with_the_defaults(kubectl: Kubectl, namespace: str) -> None:
+    assert apply(kubectl, namespace, valid()).returncode == 0
+
+    stored = json.loads(kubectl("-n", namespace, "get", "sp", "extra", "-o", "json").stdout)
+
+    assert stored["spec"]["leaderElection"] == {
+        "leaderElect": True,
+        "leaseDuration": "15s",
+        "renewDeadline": "10s",
+        "retryPeriod": "2s",
+    }
+    assert (stored["spec"]["replicas"], stored["spec"]["parallelism"]) == (1, 16)
+    assert (stored["spec"]["podInitialBackoffSeconds"], stored["spec"]["podMaxBackoffSeconds"]) == (
+        1,
+        10,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ({"profiles": []}, "profiles"),
+        ({"profiles": [{"schedulerName": "default-scheduler"}]}, "cluster's own scheduler"),
+        (
+            {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]},
+            "Duplicate value",
+        ),
+        ({"profiles": [{"schedulerName": "Not_A_Name"}]}, "schedulerName"),
+        ({"replicas": 2, "leaderElection": {"leaderElect": False}}, "more than one replica"),
+        (
+            {"leaderElection": {"leaseDuration": "10s", "renewDeadline": "15s"}},
+            "leaseDuration must be longer than renewDeadline",
+        ),
+        ({"leaderElection": {"retryPeriod": "0s"}}, "retryPeriod must be more than 0"),
+        ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaseDuration"),
+        ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
+        (
+            {"podInitialBackoffSeconds": 20, "podMaxBackoffSeconds": 10},
+            "podMaxBackoffSeconds must be at least podInitialBackoffSeconds",
+        ),
+        ({"parallelism": 0}, "parallelism"),
+        (
+            {
+                "profiles": [
+                    {
+                        "schedulerName": "a",
+                        "pluginConfig": [
+                            {"name": "NodeResourcesFit"},
+                            {"name": "NodeResourcesFit"},
+                        ],
+                    }
+                ]
+            },
+            "Duplicate value",
+        ),
+        (
+            {
+                "profiles": [
+                    {
+                        "schedulerName": "a",
+                        "plugins": {"score": {"enabled": [{"name": "X", "weight": -1}]}},
+                    }
+                ]
+            },
+            "weight",
+        ),
+    ],
+)
+def test_a_configuration_kube_scheduler_would_refuse_is_refused_at_apply(
+    kubectl: Kubectl, namespace: str, spec: dict[str, Any], complaint: str
+) -> None:
+    assert complaint in refused(kubectl, namespace, with_spec(**spec))
+
+
+def test_kubectl_get_shows_the_scheduler_columns(kubectl: Kubectl, namespace: str) -> None:
+    apply(kubectl, namespace, valid())
+
+    header = kubectl("-n", namespace, "get", "sp").stdout.splitlines()[0].split()
+
+    assert header == ["NAME", "SCHEDULERS", "READY", "LEADER", "VALID", "AGE"]
