@@ -171,6 +171,12 @@ class LeaderElection(Model):
     )
 
 
+_LEADER_DEFAULTS: JsonDict = {
+    "leaderElect": True,
+    "leaseDuration": "15s",
+    "renewDeadline": "10s",
+    "retryPeriod": "2s",
+}
 _DURATION_RULES: JsonDict = {
     "x-kubernetes-validations": [
         {
@@ -242,15 +248,7 @@ class SchedulerProfileSpec(Model):
         description="Leader election among the replicas, on a Lease of its own.",
         # The full default, not {}: the API server checks a default against the CEL rules
         # before it fills in the nested defaults.
-        json_schema_extra={
-            "default": {
-                "leaderElect": True,
-                "leaseDuration": "15s",
-                "renewDeadline": "10s",
-                "retryPeriod": "2s",
-            },
-            **_DURATION_RULES,
-        },
+        json_schema_extra={"default": _LEADER_DEFAULTS, **_DURATION_RULES},
     )
     replicas: int = Field(
         default=1, ge=0, le=10, description="Scheduler pods; more than one needs leader election."
