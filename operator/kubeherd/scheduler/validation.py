@@ -1,0 +1,282 @@
+"""The checks kube-scheduler makes when it starts, made before kubeherd rolls anything out.
+
+The API server already refused what the schema and CEL rules can see (see
+api/schedulerprofile.py). What is left needs the plugin catalog or other objects: plugin names and
+the extension points they implement, plugins kube-scheduler removed, exactly one queueSort and at
+least one bind plugin once the profile is merged with the defaults, one queueSort for all
+profiles, plugin args, and scheduler names across SchedulerProfiles. Each problem names the field
+and says how to fix it.
+
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeherd.api.schedulerprofile import EXTENSION_POINTS
+from kubeherd.scheduler.plugins import (
+    DEFAULT_PLUGINS,
+    IN_TREE_PLUGINS,
+    KUBE_SCHEDULER_VERSION,
+    REMOVED_PLUGINS,
+)
+
+ALL = "*"
+SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+_FIT_ARGS = {"ignoredResources", "ignoredResourceGroups", "scoringStrategy", "apiVersion", "kind"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass
+class Verdict:
+    errors: list[Problem] = field(default_factory=list)
+    # Accepted, but worth a Warning event (out-of-tree plugins in a custom image).
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        return "; ".join(str(problem) for problem in self.errors)
+
+
+def _enabled(plugin_set: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return list((plugin_set or {}).get("enabled") or [])
+
+
+def _disabled(plugin_set: Mapping[str, Any] | None) -> set[str]:
+    return {str(p["name"]) for p in (plugin_set or {}).get("disabled") or []}
+
+
+def _merge(defaults: Sequence[str], plugin_set: Mapping[str, Any] | None) -> list[str]:
+    """kube-scheduler's mergePluginSet: defaults not disabled (a same-named enabled plugin takes
+    its place), then the other enabled plugins."""
+    disabled = _disabled(plugin_set)
+    enabled = [str(p["name"]) for p in _enabled(plugin_set)]
+    merged = [] if ALL in disabled else [name for name in defaults if name not in disabled]
+    return merged + [name for name in enabled if name not in merged]
+
+
+def effective_plugins(plugins: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """The plugins each extension point runs: the merged multiPoint set spread to the points
+    each plugin implements (unless that point disables it or configures it itself), then the
+    point's own plugins. Plugins the catalog does not know stay where they were written."""
+    plugins = plugins or {}
+    defaults = [name for name, _weight in DEFAULT_PLUGINS["multiPoint"]]
+    multi_point = _merge(defaults, plugins.get("multiPoint"))
+    effective: dict[str, list[str]] = {}
+    for point in EXTENSION_POINTS:
+        if point == "multiPoint":
+            continue
+        own = [str(p["name"]) for p in _enabled(plugins.get(point))]
+        disabled = _disabled(plugins.get(point))
+        spread = [
+            name
+            for name in multi_point
+            if name in IN_TREE_PLUGINS
+            and point in IN_TREE_PLUGINS[name].extension_points
+            and name not in disabled
+            and ALL not in disabled
+            and name not in own
+        ]
+        effective[point] = spread + own
+    return effective
+
+
+def _plugin_names(
+    profile_field: str, plugins: Mapping[str, Any], custom_image: bool, verdict: Verdict
+) -> bool:
+    """Check every enabled plugin; return whether all of them are in the catalog."""
+    all_known = True
+    for point in EXTENSION_POINTS:
+        seen: set[str] = set()
+        for index, plugin in enumerate(_enabled(plugins.get(point))):
+            name = str(plugin["name"])
+            where = f"{profile_field}.plugins.{point}.enabled[{index}]"
+            if name in seen:
+                verdict.errors.append(
+                    Problem(where, f"{name} is enabled twice at {point}: keep one entry")
+                )
+            seen.add(name)
+            if name in REMOVED_PLUGINS:
+                verdict.errors.append(
+                    Problem(
+                        where,
+                        f"{name} was removed from kube-scheduler ({REMOVED_PLUGINS[name]}): "
+                        "remove it (NodeVolumeLimits covers CSI volume limits)",
+                    )
+                )
+                continue
+            info = IN_TREE_PLUGINS.get(name)
+            if info is None:
+                all_known = False
+                message = f"{name} is not a plugin of kube-scheduler {KUBE_SCHEDULER_VERSION}"
+                if custom_image:
+                    verdict.warnings.append(
+                        Problem(
+                            where, f"{message}; accepted as an out-of-tree plugin of spec.image"
+                        )
+                    )
+                else:
+                    verdict.errors.append(
+                        Problem(
+                            where,
+                            f"{message}: check the spelling, or set spec.image to a scheduler "
+                            "build that has it",
+                        )
+                    )
+                continue
+            if point != "multiPoint" and point not in info.extension_points:
+                points = ", ".join(sorted(info.extension_points)) or "none"
+                verdict.errors.append(
+                    Problem(
+                        where,
+                        f"{name} does not implement {point} (it implements {points}): enable "
+                        "it at one of those, or under multiPoint",
+                    )
+                )
+    return all_known
+
+
+def _scoring_strategy(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    unknown = set(args) - _FIT_ARGS
+    if unknown:
+        verdict.errors.append(
+            Problem(
+                where,
+                f"NodeResourcesFit has no args {', '.join(sorted(unknown))}: kube-scheduler "
+                "refuses unknown fields",
+            )
+        )
+    strategy = args.get("scoringStrategy")
+    if strategy is None:
+        return
+    kind = strategy.get("type", "LeastAllocated")
+    if kind not in SCORING_STRATEGIES:
+        verdict.errors.append(
+            Problem(
+                f"{where}.scoringStrategy.type",
+                f"{kind!r} is not a scoring strategy: use {', '.join(SCORING_STRATEGIES)}",
+            )
+        )
+    for index, resource in enumerate(strategy.get("resources") or []):
+        weight = resource.get("weight")
+        # Unset or 0 is defaulted to 1 before kube-scheduler checks the range.
+        if weight is not None and (not isinstance(weight, int) or not 0 <= weight <= 100):
+            verdict.errors.append(
+                Problem(
+                    f"{where}.scoringStrategy.resources[{index}].weight",
+                    f"{weight!r}: a resource weight must be from 1 to 100",
+                )
+            )
+    shape = (strategy.get("requestedToCapacityRatio") or {}).get("shape")
+    if kind == "RequestedToCapacityRatio" and not shape:
+        verdict.errors.append(
+            Problem(
+                f"{where}.scoringStrategy.requestedToCapacityRatio.shape",
+                "RequestedToCapacityRatio needs a shape: points of utilization (0-100) and "
+                "score (0-10)",
+            )
+        )
+
+
+def validate_spec(
+    spec: Mapping[str, Any],
+    *,
+    custom_image: bool,
+    taken_names: Mapping[str, str] | None = None,
+) -> Verdict:
+    """Check a SchedulerProfile's spec. `taken_names` maps the scheduler names of the other
+    SchedulerProfiles to the resource using them (`namespace/name`)."""
+    verdict = Verdict()
+    taken_names = taken_names or {}
+    profiles: list[Mapping[str, Any]] = list(spec.get("profiles") or [])
+    for index, profile in enumerate(profiles):
+        where = f"spec.profiles[{index}]"
+        name = str(profile.get("schedulerName"))
+        if name in taken_names:
+            verdict.errors.append(
+                Problem(
+                    f"{where}.schedulerName",
+                    f"{name} is already the scheduler name of SchedulerProfile "
+                    f"{taken_names[name]}: two schedulers with one name would both bind its "
+                    "pods; pick another name",
+                )
+            )
+        plugins = profile.get("plugins") or {}
+        all_known = _plugin_names(where, plugins, custom_image, verdict)
+        if all_known:
+            effective = effective_plugins(plugins)
+            sorters = effective["queueSort"]
+            if len(sorters) != 1:
+                verdict.errors.append(
+                    Problem(
+                        f"{where}.plugins.queueSort",
+                        f"a profile needs exactly one queueSort plugin once merged with the "
+                        f"defaults, this one has {len(sorters)} ({', '.join(sorters) or 'none'}): "
+                        "disable PrioritySort when you enable another",
+                    )
+                )
+            if not effective["bind"]:
+                verdict.errors.append(
+                    Problem(
+                        f"{where}.plugins.bind",
+                        "a profile needs at least one bind plugin: do not disable DefaultBinder "
+                        "without enabling another",
+                    )
+                )
+        for config_index, entry in enumerate(profile.get("pluginConfig") or []):
+            if entry.get("name") == "NodeResourcesFit":
+                _scoring_strategy(
+                    f"{where}.pluginConfig[{config_index}].args", entry.get("args") or {}, verdict
+                )
+    _common_queue_sort(profiles, verdict)
+    return verdict
+
+
+def _queue_sort_args(profile: Mapping[str, Any], names: Iterable[str]) -> list[Any]:
+    wanted = set(names)
+    return [
+        entry.get("args")
+        for entry in profile.get("pluginConfig") or []
+        if entry.get("name") in wanted
+    ]
+
+
+def _common_queue_sort(profiles: Sequence[Mapping[str, Any]], verdict: Verdict) -> None:
+    """One scheduler has one queue, so all its profiles must sort it alike (kube-scheduler's
+    validateCommonQueueSort compares each profile's queueSort with the first one's)."""
+    if not profiles:
+        return
+    first = (profiles[0].get("plugins") or {}).get("queueSort")
+    sorters = [str(p["name"]) for p in _enabled(first)] or ["PrioritySort"]
+    first_args = _queue_sort_args(profiles[0], sorters)
+    for index, profile in enumerate(profiles[1:], start=1):
+        if (profile.get("plugins") or {}).get("queueSort") != first:
+            verdict.errors.append(
+                Problem(
+                    f"spec.profiles[{index}].plugins.queueSort",
+                    "all profiles of one scheduler share its queue, so their queueSort must be "
+                    "the first profile's: copy it, or put this profile in another "
+                    "SchedulerProfile",
+                )
+            )
+        elif _queue_sort_args(profile, sorters) != first_args:
+            verdict.errors.append(
+                Problem(
+                    f"spec.profiles[{index}].pluginConfig",
+                    "the queueSort plugin's args must be the same in every profile",
+                )
+            )

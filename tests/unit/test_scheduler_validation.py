@@ -1,0 +1,105 @@
+"""What kubeherd says about a SchedulerProfile's spec before anything runs, with plain data.
+(tests/integration/test_scheduler_validation.py checks the verdicts against kube-scheduler.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from kubeherd.scheduler.plugins import DEFAULT_PLUGINS, IN_TREE_PLUGINS
+from kubeherd.scheduler.validation import effective_plugins, validate_spec
+from tests.helpers import REPO
+
+
+def spec_of(example: str) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((REPO / "examples" / example).read_text())["spec"]
+    return spec
+
+
+def test_seed_000s_custom_plugin_is_refused_with_the_stock_image() -> None:
+    verdict = validate_spec(spec_of("schedulerprofile-three-profiles.yaml"), custom_image=False)
+
+    assert [str(problem) for problem in verdict.errors] == [
+        "spec.profiles[1].plugins.filter.enabled[0]: MyCustomPlugin is not a plugin of "
+        "kube-scheduler v1.37.2: check the spelling, or set spec.image to a scheduler build "
+        "that has it"
+    ]
+
+
+def test_seed_000s_custom_plugin_is_accepted_with_a_warning_for_a_custom_image() -> None:
+    verdict = validate_spec(spec_of("schedulerprofile-three-profiles.yaml"), custom_image=True)
+
+    assert verdict.valid
+    assert [problem.field for problem in verdict.warnings] == [
+        "spec.profiles[1].plugins.filter.enabled[0]"
+    ]
+
+
+def test_a_scheduler_name_used_by_another_profile_is_refused_naming_it() -> None:
+    verdict = validate_spec(
+        {"profiles": [{"schedulerName": "packer"}]},
+        custom_image=False,
+        taken_names={"packer": "ops/packing"},
+    )
+
+    (problem,) = verdict.errors
+    assert problem.field == "spec.profiles[0].schedulerName"
+    assert "SchedulerProfile ops/packing" in problem.message
+
+
+def test_a_plugin_at_a_point_it_does_not_implement_says_where_it_fits() -> None:
+    verdict = validate_spec(
+        {
+            "profiles": [
+                {
+                    "schedulerName": "a",
+                    "plugins": {"bind": {"enabled": [{"name": "ImageLocality"}]}},
+                }
+            ]
+        },
+        custom_image=False,
+    )
+
+    assert [p.message for p in verdict.errors] == [
+        "ImageLocality does not implement bind (it implements score): enable it at one of "
+        "those, or under multiPoint"
+    ]
+
+
+def test_disabling_the_only_binder_is_refused() -> None:
+    verdict = validate_spec(
+        {"profiles": [{"schedulerName": "a", "plugins": {"bind": {"disabled": [{"name": "*"}]}}}]},
+        custom_image=False,
+    )
+
+    assert [p.field for p in verdict.errors] == ["spec.profiles[0].plugins.bind"]
+
+
+def test_the_defaults_spread_to_the_points_their_plugins_implement() -> None:
+    effective = effective_plugins(None)
+
+    assert effective["queueSort"] == ["PrioritySort"]
+    assert effective["bind"] == ["DefaultBinder"]
+    assert "NodeResourcesFit" in effective["filter"]
+    assert "ImageLocality" not in effective["filter"]
+
+
+def test_scoring_off_leaves_filtering_alone() -> None:
+    off = {"preScore": {"disabled": [{"name": "*"}]}, "score": {"disabled": [{"name": "*"}]}}
+
+    effective = effective_plugins(off)
+
+    assert effective["score"] == []
+    assert effective["preScore"] == []
+    assert effective["filter"] == effective_plugins(None)["filter"]
+
+
+def test_a_plugin_listed_at_its_point_replaces_its_multi_point_default() -> None:
+    effective = effective_plugins({"score": {"enabled": [{"name": "ImageLocality", "weight": 5}]}})
+
+    assert effective["score"].count("ImageLocality") == 1
+
+
+def test_every_default_plugin_is_in_the_catalog() -> None:
+    assert all(name in IN_TREE_PLUGINS for name, _weight in DEFAULT_PLUGINS["multiPoint"])
