@@ -102,6 +102,50 @@ def _add_rollout(commands: Any) -> None:
     rollout.set_defaults(handler=_rollout)
 
 
+def _render(options: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kubeherd.scheduler.render import RenderError, render
+
+    try:
+        render(
+            Path(options.filename),
+            static=options.static_pod,
+            kubeconfig=options.kubeconfig,
+            out=sys.stdout,
+            warn=sys.stderr,
+        )
+    except RenderError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 1
+    return 0
+
+
+def _add_render(commands: Any) -> None:
+    render = commands.add_parser(
+        "render", help="print what a resource renders to, without a cluster"
+    )
+    kinds = render.add_subparsers(dest="kind", required=True)
+    profile = kinds.add_parser(
+        "schedulerprofile",
+        aliases=["sp"],
+        help="the KubeSchedulerConfiguration of a SchedulerProfile (checked first)",
+    )
+    profile.add_argument("-f", "--filename", required=True, help="a SchedulerProfile YAML file")
+    profile.add_argument(
+        "--static-pod",
+        action="store_true",
+        help="print a static Pod manifest for a kubeadm control-plane node instead",
+    )
+    profile.add_argument(
+        "--kubeconfig",
+        default="",
+        help="clientConnection.kubeconfig in the configuration; default: the pod's service "
+        "account (use /etc/kubernetes/scheduler.conf with --static-pod's Pod)",
+    )
+    render.set_defaults(handler=_render)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeherd", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.set_defaults(handler=_crds)
     _add_rollout(commands)
+    _add_render(commands)
     return parser
 
 

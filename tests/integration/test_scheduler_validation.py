@@ -5,6 +5,7 @@ accept exactly what it accepts."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from kubeherd.scheduler.config import configuration_yaml, render_configuration
 from kubeherd.scheduler.validation import validate_spec
 from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
-from tests.helpers import REPO
+from tests.helpers import REPO, Kubectl
 
 pytestmark = [pytest.mark.cluster]
 
@@ -153,3 +154,32 @@ def test_kubeherd_accepts_exactly_what_kube_scheduler_accepts(
 
     assert accepted == valid, f"kube-scheduler {'refused' if valid else 'accepted'} it: {log}"
     assert verdict.valid == valid, f"kubeherd said: {verdict.summary() or 'valid'}"
+
+
+def test_the_static_pod_is_a_pod_the_api_server_accepts(kubectl: Kubectl) -> None:
+    manifest = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubeherd.cli",
+            "render",
+            "schedulerprofile",
+            "-f",
+            str(REPO / "examples" / "schedulerprofile-packing.yaml"),
+            "--static-pod",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    applied = subprocess.run(
+        kubectl.command("apply", "--dry-run=server", "-f", "-"),
+        input=manifest,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.strip() == "pod/packing created (server dry run)"

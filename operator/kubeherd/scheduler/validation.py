@@ -12,6 +12,7 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,6 +193,54 @@ def _scoring_strategy(where: str, args: Mapping[str, Any], verdict: Verdict) -> 
         )
 
 
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def go_duration_seconds(text: str) -> float:
+    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)", text)
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+
+
+def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
+    """The CEL rules of the CRD, for files checked without an API server (`kubeherd render`):
+    the same checks, the same words."""
+    problems = []
+    names = [str(p.get("schedulerName")) for p in spec.get("profiles") or []]
+    for index, name in enumerate(names):
+        if name == "default-scheduler":
+            problems.append(
+                Problem(
+                    f"spec.profiles[{index}].schedulerName",
+                    "default-scheduler is the cluster's own scheduler: give this profile "
+                    "another schedulerName",
+                )
+            )
+        if name in names[:index]:
+            problems.append(
+                Problem(f"spec.profiles[{index}].schedulerName", f"Duplicate value: {name!r}")
+            )
+    election = spec.get("leaderElection") or {}
+    lease = go_duration_seconds(str(election.get("leaseDuration", "15s")))
+    renew = go_duration_seconds(str(election.get("renewDeadline", "10s")))
+    if lease <= renew:
+        problems.append(
+            Problem("spec.leaderElection", "leaseDuration must be longer than renewDeadline")
+        )
+    if int(spec.get("replicas", 1)) > 1 and not election.get("leaderElect", True):
+        problems.append(
+            Problem(
+                "spec",
+                "more than one replica needs leaderElection.leaderElect: true, or the replicas "
+                "would all schedule at once",
+            )
+        )
+    if int(spec.get("podMaxBackoffSeconds", 10)) < int(spec.get("podInitialBackoffSeconds", 1)):
+        problems.append(
+            Problem("spec", "podMaxBackoffSeconds must be at least podInitialBackoffSeconds")
+        )
+    return problems
+
+
 def validate_spec(
     spec: Mapping[str, Any],
     *,
@@ -200,7 +249,7 @@ def validate_spec(
 ) -> Verdict:
     """Check a SchedulerProfile's spec. `taken_names` maps the scheduler names of the other
     SchedulerProfiles to the resource using them (`namespace/name`)."""
-    verdict = Verdict()
+    verdict = Verdict(errors=schema_problems(spec))
     taken_names = taken_names or {}
     profiles: list[Mapping[str, Any]] = list(spec.get("profiles") or [])
     for index, profile in enumerate(profiles):

@@ -1,0 +1,79 @@
+"""`kubeherd render schedulerprofile -f FILE`: the configuration without a cluster.
+
+The file is read as `kubectl apply` would send it: the schema (field types, ranges, defaults)
+through the pydantic model, then the CRD's CEL rules and kube-scheduler's own checks, with the
+messages the operator would give. Nothing is contacted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+import pydantic
+import yaml
+
+from kubeherd.api.schedulerprofile import SchedulerProfile
+from kubeherd.scheduler.config import configuration_yaml, render_configuration
+from kubeherd.scheduler.objects import (
+    STATIC_POD_KUBECONFIG,
+    is_custom_image,
+    static_config_dir,
+    static_pod,
+)
+from kubeherd.scheduler.validation import validate_spec
+
+
+class RenderError(Exception):
+    pass
+
+
+def load_profiles(path: Path) -> list[dict[str, Any]]:
+    """Every SchedulerProfile in the file, with the API server's defaults filled in."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    except (OSError, yaml.YAMLError) as error:
+        raise RenderError(f"cannot read {path}: {error}") from None
+    profiles = [doc for doc in documents if doc.get("kind") == "SchedulerProfile"]
+    if not profiles:
+        raise RenderError(f"{path} holds no SchedulerProfile")
+    loaded = []
+    for document in profiles:
+        try:
+            model = SchedulerProfile.model_validate(document)
+        except pydantic.ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in error.errors()
+            )
+            raise RenderError(problems) from None
+        loaded.append(model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return loaded
+
+
+def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: TextIO) -> None:
+    for profile in load_profiles(path):
+        metadata = profile.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        if not name:
+            raise RenderError("metadata.name is required")
+        spec = profile["spec"]
+        verdict = validate_spec(spec, custom_image=is_custom_image(spec))
+        if not verdict.valid:
+            raise RenderError(f"SchedulerProfile {name} is invalid: {verdict.summary()}")
+        for problem in verdict.warnings:
+            warn.write(f"warning: {problem}\n")
+        if static:
+            out.write(
+                f"# kube-scheduler {name} as a static Pod: save this in the node's "
+                "/etc/kubernetes/manifests/,\n"
+                f"# and its configuration in {static_config_dir(name)}/config.yaml:\n"
+                f"#   kubeherd render schedulerprofile -f {path} "
+                f"--kubeconfig {STATIC_POD_KUBECONFIG}\n"
+                "# With leader election, the node's system:kube-scheduler user also needs "
+                "get and update on its Lease.\n"
+            )
+            out.write(yaml.safe_dump(static_pod(spec, name), sort_keys=False))
+        else:
+            namespace = str(metadata.get("namespace") or "default")
+            out.write(configuration_yaml(render_configuration(spec, name, namespace, kubeconfig)))
+        out.write("---\n")

@@ -1,0 +1,112 @@
+"""`kubeherd render schedulerprofile`: what it prints, and what it refuses, without a cluster."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubeherd.cli import main
+from kubeherd.scheduler.render import RenderError, render
+from tests.helpers import REPO
+
+EXAMPLES = REPO / "examples"
+
+
+def rendered(path: Path, **options: str | bool) -> tuple[list[dict[str, object]], str]:
+    out, warn = io.StringIO(), io.StringIO()
+    render(
+        path,
+        static=bool(options.get("static", False)),
+        kubeconfig=str(options.get("kubeconfig", "")),
+        out=out,
+        warn=warn,
+    )
+    return [doc for doc in yaml.safe_load_all(out.getvalue()) if doc], warn.getvalue()
+
+
+def test_the_configuration_names_the_resources_own_lease() -> None:
+    (configuration,), warnings = rendered(EXAMPLES / "schedulerprofile-two-profiles.yaml")
+
+    assert configuration["kind"] == "KubeSchedulerConfiguration"
+    assert configuration["leaderElection"]["resourceName"] == "two-profiles"  # type: ignore[index]
+    assert warnings == ""
+
+
+def test_the_static_pod_reads_config_and_kubeconfig_from_the_host() -> None:
+    (pod,), _warnings = rendered(EXAMPLES / "schedulerprofile-packing.yaml", static=True)
+
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    (container,) = spec["containers"]
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.37.2"
+    assert "--config=/etc/kubernetes/packing/config.yaml" in container["command"]
+    assert "--secure-port=10260" in container["command"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert {v["hostPath"]["path"] for v in spec["volumes"]} == {
+        "/etc/kubernetes/packing",
+        "/etc/kubernetes/scheduler.conf",
+    }
+    assert spec["hostNetwork"] is True
+
+
+def test_a_custom_image_accepts_seed_000s_plugin_with_a_warning() -> None:
+    (configuration,), warnings = rendered(EXAMPLES / "schedulerprofile-three-profiles.yaml")
+
+    assert "MyCustomPlugin is not a plugin of kube-scheduler v1.37.2" in warnings
+    assert configuration["profiles"][1]["plugins"]["filter"]["enabled"] == [  # type: ignore[index]
+        {"name": "MyCustomPlugin"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        (
+            {"profiles": [{"schedulerName": "default-scheduler"}]},
+            "default-scheduler is the cluster",
+        ),
+        ({"profiles": [{"schedulerName": "a"}], "parallelism": 0}, "parallelism"),
+        (
+            {"profiles": [{"schedulerName": "a"}], "leaderElection": {"leaseDuration": "5s"}},
+            "leaseDuration must be longer than renewDeadline",
+        ),
+        (
+            {
+                "profiles": [
+                    {"schedulerName": "a", "plugins": {"bind": {"disabled": [{"name": "*"}]}}}
+                ]
+            },
+            "at least one bind plugin",
+        ),
+    ],
+)
+def test_an_invalid_file_is_refused_with_the_operators_words(
+    tmp_path: Path, spec: dict[str, object], complaint: str
+) -> None:
+    path = tmp_path / "sp.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubeherd.io/v1alpha1",
+                "kind": "SchedulerProfile",
+                "metadata": {"name": "x"},
+                "spec": spec,
+            }
+        )
+    )
+
+    with pytest.raises(RenderError, match=complaint):
+        rendered(path)
+
+
+def test_the_command_exits_non_zero_with_an_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("kind: ConfigMap\n")
+
+    assert main(["render", "schedulerprofile", "-f", str(path)]) == 1
+    assert capsys.readouterr().err == f"error: {path} holds no SchedulerProfile\n"
