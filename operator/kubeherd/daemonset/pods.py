@@ -74,6 +74,20 @@ def pinned_affinity(affinity: Mapping[str, Any] | None, node_name: str) -> dict[
     return pinned
 
 
+def controller_reference(cds: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner reference that makes the CustomDaemonSet the controller of what it creates, so
+    the garbage collector removes it with the CustomDaemonSet."""
+    metadata = cds["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": metadata["name"],
+        "uid": metadata["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def build_daemon_pod(
     cds: Mapping[str, Any],
     node_name: str,
@@ -97,16 +111,7 @@ def build_daemon_pod(
             REVISION_LABEL: revision,
         },
         "annotations": {**(template_metadata.get("annotations") or {}), NODE_ANNOTATION: node_name},
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": metadata["name"],
-                "uid": metadata["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": [controller_reference(cds)],
     }
     # The native controller copies the template's finalizers too.
     if template_metadata.get("finalizers"):

@@ -14,7 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.daemonset.pods import API_VERSION, KIND, OWNER_LABEL, REVISION_LABEL, template_hash
+from kubeherd.daemonset.pods import (
+    OWNER_LABEL,
+    REVISION_LABEL,
+    controller_reference,
+    template_hash,
+)
 
 CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
 # The native revision data is a strategic-merge patch that replaces the whole template.
@@ -86,16 +91,7 @@ def build_revision(
             "namespace": metadata["namespace"],
             "labels": {**template_labels, OWNER_LABEL: metadata["name"], REVISION_LABEL: hash_},
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_reference(cds)],
         },
         "data": {
             "spec": {"template": {**copy.deepcopy(dict(template)), PATCH_DIRECTIVE: "replace"}}
