@@ -103,3 +103,10 @@ def test_a_plugin_listed_at_its_point_replaces_its_multi_point_default() -> None
 
 def test_every_default_plugin_is_in_the_catalog() -> None:
     assert all(name in IN_TREE_PLUGINS for name, _weight in DEFAULT_PLUGINS["multiPoint"])
+
+
+def test_the_catalog_knows_points_found_by_reflection_and_no_internal_ones() -> None:
+    # Checked against the 1.37.2 framework's own placement of each plugin.
+    assert "podGroupPostFilter" in IN_TREE_PLUGINS["DefaultPreemption"].extension_points
+    assert IN_TREE_PLUGINS["GangScheduling"].extension_points == {"preEnqueue", "permit"}
+    assert "preScore" not in IN_TREE_PLUGINS["DynamicResources"].extension_points

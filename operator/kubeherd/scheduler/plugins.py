@@ -60,13 +60,15 @@ IN_TREE_PLUGINS: Mapping[str, PluginInfo] = dict(
             "reserve",
             "preBind",
         ),
-        _plugin("DefaultPreemption", "preEnqueue", "postFilter"),
+        # podGroupPostFilter has no interface assertion in the package; the framework finds the
+        # method by reflection (framework/runtime/framework.go).
+        _plugin("DefaultPreemption", "preEnqueue", "postFilter", "podGroupPostFilter"),
         _plugin("ImageLocality", "score"),
         _plugin("DefaultBinder", "bind"),
         _plugin("NodeDeclaredFeatures", *_FILTERING),
         # Behind feature gates that are off by default in 1.37.
         _plugin("DeferredPodScheduling", *_FILTERING, "permit"),
-        _plugin("GangScheduling", "preEnqueue", "permit", "placementFeasible"),
+        _plugin("GangScheduling", "preEnqueue", "permit"),
         _plugin("TopologyPlacementGenerator", "placementGenerate"),
         _plugin("PodGroupPodsCount", "placementScore"),
     ]
