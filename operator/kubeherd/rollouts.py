@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
@@ -161,6 +162,32 @@ def undo_target(
     return earlier[-1]
 
 
+def rollback_patch(cds: Mapping[str, Any], revision: Revision) -> list[dict[str, Any]] | None:
+    """The JSON patch that puts `revision`'s template back; None when the spec already has it.
+
+    A JSON patch replaces the template whole (a merge patch would keep fields the old one lacks;
+    custom resources have no strategic merge), and its test fails on a concurrent edit instead
+    of overwriting it."""
+    template = dict(revision.template)
+    if template == (cds.get("spec") or {}).get("template"):
+        return None
+    return [
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": cds["metadata"]["resourceVersion"],
+        },
+        {"op": "replace", "path": "/spec/template", "value": template},
+    ]
+
+
+def is_concurrent_edit(status: int, message: str) -> bool:
+    """Whether a refused rollback patch means someone changed the object first: a 409, or the 422
+    of a failed resourceVersion test. Any other 422 is the schema refusing the old template,
+    which trying again cannot fix."""
+    return status == 409 or (status == 422 and "/metadata/resourceVersion" in message)
+
+
 # The API ---------------------------------------------------------------------------------
 
 
@@ -186,8 +213,19 @@ async def _client(target: Target) -> tuple[Any, str]:
         if namespace is None:
             _contexts, active = k8s_config.list_kube_config_contexts(target.kubeconfig)
             namespace = (active.get("context") or {}).get("namespace")
-    except (ConfigException, FileNotFoundError):
-        k8s_config.load_incluster_config(client_configuration=configuration)
+    except (ConfigException, FileNotFoundError) as kubeconfig_error:
+        # A kubeconfig named on the command line must be used, never silently replaced.
+        if target.kubeconfig:
+            # The loader reports a missing file as a file without a current-context.
+            problem = kubeconfig_error if Path(target.kubeconfig).is_file() else "no such file"
+            raise RolloutError(f"cannot load --kubeconfig {target.kubeconfig}: {problem}") from None
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except ConfigException:
+            raise RolloutError(
+                f"no kubeconfig ({kubeconfig_error}) and not running in a cluster; "
+                "set KUBECONFIG or pass --kubeconfig"
+            ) from None
     return k8s.ApiClient(configuration), namespace or "default"
 
 
@@ -206,10 +244,14 @@ async def _get_cds(api: Any, namespace: str, name: str) -> dict[str, Any]:
 
 
 def _message(error: Any) -> str:
+    return _server_message(error.body, str(error))
+
+
+def _server_message(body: bytes | str | None, fallback: str) -> str:
     try:
-        return str(json.loads(error.body)["message"])
+        return str(json.loads(body or b"")["message"])
     except (ValueError, KeyError, TypeError):
-        return str(error)
+        return fallback
 
 
 async def _revisions(
@@ -223,7 +265,15 @@ async def _revisions(
         label_selector=f"{OWNER_LABEL}={metadata['name']}",
         _preload_content=False,
     )
-    bodies = json.loads(await listing.read()).get("items") or []
+    try:
+        raw = await listing.read()
+    finally:
+        listing.release()
+    # Unread responses raise nothing on an error status: a refused list (RBAC, say) must not
+    # pass for an empty history.
+    if not 200 <= listing.status < 300:
+        raise RolloutError(_server_message(raw, f"listing ControllerRevisions: {listing.status}"))
+    bodies = json.loads(raw).get("items") or []
     causes = {
         body["metadata"]["name"]: (body["metadata"].get("annotations") or {}).get(
             CHANGE_CAUSE_ANNOTATION, ""
@@ -283,23 +333,13 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
         update_revision = str((cds.get("status") or {}).get("updateRevision") or "")
         chosen = undo_target(target.name, revisions, update_revision, to_revision)
         resource = f"customdaemonset.kubeherd.io/{target.name}"
-        if dict(chosen.template) == (cds.get("spec") or {}).get("template"):
+        patch = rollback_patch(cds, chosen)
+        if patch is None:
             out.write(
                 f"{resource} skipped rollback (current template already matches revision "
                 f"{chosen.number})\n"
             )
             return
-        # A JSON patch replaces the template whole (a merge patch would keep fields the old one
-        # lacks; custom resources have no strategic merge), and its test fails on a concurrent
-        # edit instead of overwriting it.
-        patch = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": cds["metadata"]["resourceVersion"],
-            },
-            {"op": "replace", "path": "/spec/template", "value": dict(chosen.template)},
-        ]
         try:
             await api.patch_namespaced_custom_object(
                 GROUP,
@@ -311,7 +351,7 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
                 _content_type="application/json-patch+json",
             )
         except ApiException as error:
-            if error.status in (409, 422):
+            if is_concurrent_edit(error.status, _message(error)):
                 raise RolloutError(
                     "the customdaemonset changed while rolling back; try again"
                 ) from None
@@ -321,6 +361,8 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
 
 def run(action: str, options: Any) -> int:
     """The CLI's entry: print errors as kubectl does and return the exit code."""
+    import aiohttp
+
     try:
         target = Target(parse_resource(options.resource), options.namespace, options.kubeconfig)
         if action == "status":
@@ -332,4 +374,10 @@ def run(action: str, options: Any) -> int:
     except RolloutError as error:
         sys.stderr.write(f"error: {error}\n")
         return 1
+    except (aiohttp.ClientError, TimeoutError) as error:
+        sys.stderr.write(f"error: request to the API server failed: {error}\n")
+        return 1
+    except KeyboardInterrupt:
+        # Interrupting `rollout status` is how a user stops waiting: no traceback.
+        return 130
     return 0

@@ -11,8 +11,10 @@ from kubeherd.daemonset.revisions import Revision
 from kubeherd.rollouts import (
     RolloutError,
     history_table,
+    is_concurrent_edit,
     parse_duration,
     parse_resource,
+    rollback_patch,
     status_verdict,
     undo_target,
 )
@@ -161,6 +163,34 @@ def test_undo_without_history_or_to_an_unknown_revision_is_an_error() -> None:
         undo_target("agent", HISTORY[:1], "agent-h1", 0)
     with pytest.raises(RolloutError, match="unable to find specified revision 9 in history"):
         undo_target("agent", HISTORY, "agent-h3", 9)
+
+
+def test_undo_skips_a_revision_the_spec_already_has() -> None:
+    current = {"metadata": {"resourceVersion": "41"}, "spec": {"template": HISTORY[2].template}}
+
+    assert rollback_patch(current, HISTORY[2]) is None
+
+
+def test_undo_replaces_the_whole_template_only_if_nobody_changed_the_object() -> None:
+    current = {"metadata": {"resourceVersion": "41"}, "spec": {"template": HISTORY[2].template}}
+
+    assert rollback_patch(current, HISTORY[0]) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "41"},
+        {
+            "op": "replace",
+            "path": "/spec/template",
+            "value": {"spec": {"containers": [{"name": "agent", "image": "agent:1"}]}},
+        },
+    ]
+
+
+def test_only_a_failed_resource_version_test_reads_as_a_concurrent_edit() -> None:
+    failed_test = "testing value /metadata/resourceVersion failed: test failed"
+    invalid = 'CustomDaemonSet.kubeherd.io "agent" is invalid: spec.template.spec: Required value'
+
+    assert is_concurrent_edit(409, "Operation cannot be fulfilled")
+    assert is_concurrent_edit(422, failed_test)
+    assert not is_concurrent_edit(422, invalid)
 
 
 def test_the_command_line_parses_as_documented() -> None:
