@@ -244,36 +244,25 @@ async def _get_cds(api: Any, namespace: str, name: str) -> dict[str, Any]:
 
 
 def _message(error: Any) -> str:
-    return _server_message(error.body, str(error))
-
-
-def _server_message(body: bytes | str | None, fallback: str) -> str:
     try:
-        return str(json.loads(body or b"")["message"])
+        return str(json.loads(error.body or b"")["message"])
     except (ValueError, KeyError, TypeError):
-        return fallback
+        return str(error)
 
 
 async def _revisions(
     api_client: Any, cds: Mapping[str, Any]
 ) -> tuple[list[Revision], dict[str, str]]:
-    from kubernetes_asyncio import client as k8s
+    from kubeherd.kube.client import Kube, KubeError, WriteLimits
 
     metadata = cds["metadata"]
-    listing = await k8s.AppsV1Api(api_client).list_namespaced_controller_revision(
-        metadata["namespace"],
-        label_selector=f"{OWNER_LABEL}={metadata['name']}",
-        _preload_content=False,
-    )
     try:
-        raw = await listing.read()
-    finally:
-        listing.release()
-    # Unread responses raise nothing on an error status: a refused list (RBAC, say) must not
-    # pass for an empty history.
-    if not 200 <= listing.status < 300:
-        raise RolloutError(_server_message(raw, f"listing ControllerRevisions: {listing.status}"))
-    bodies = json.loads(raw).get("items") or []
+        # A refused list (RBAC, say) raises: it must not pass for an empty history.
+        bodies = await Kube(api_client, WriteLimits()).list_controller_revisions(
+            metadata["namespace"], f"{OWNER_LABEL}={metadata['name']}"
+        )
+    except KubeError as error:
+        raise RolloutError(f"listing ControllerRevisions: {error}") from None
     causes = {
         body["metadata"]["name"]: (body["metadata"].get("annotations") or {}).get(
             CHANGE_CAUSE_ANNOTATION, ""

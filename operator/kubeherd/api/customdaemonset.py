@@ -26,6 +26,12 @@ LABEL_VALUE_LENGTH = 63
 LABEL_VALUE: JsonDict = {"type": "string", "maxLength": LABEL_VALUE_LENGTH}
 
 
+def list_map(key: str) -> JsonDict:
+    """A list whose items are keyed by `key`: the API server refuses two items with one key,
+    and server-side apply merges items by it."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
+
+
 class Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -403,10 +409,7 @@ class CustomDaemonSetStatus(Model):
         default=None,
         description="Available; Progressing (RollingUpdate, RolloutComplete, PartitionRolledOut, "
         "Paused or ProgressDeadlineExceeded); ReplicaFailure while the API server refuses creates.",
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
+        json_schema_extra=list_map("type"),
     )
 
 

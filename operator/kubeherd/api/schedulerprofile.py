@@ -14,7 +14,14 @@ from typing import Any
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
-from kubeherd.api.customdaemonset import PRESERVE, Condition, Model, PassThrough, Toleration
+from kubeherd.api.customdaemonset import (
+    PRESERVE,
+    Condition,
+    Model,
+    PassThrough,
+    Toleration,
+    list_map,
+)
 
 # The extension points of kube-scheduler's `plugins`, as the v1 Plugins type names them.
 EXTENSION_POINTS = (
@@ -137,7 +144,7 @@ class Profile(Model):
         default=None,
         max_length=MAX_PLUGINS,
         description="Args per plugin; at most one entry per plugin.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        json_schema_extra=list_map("name"),
     )
 
 
@@ -222,10 +229,7 @@ class SchedulerProfileSpec(Model):
         min_length=1,
         max_length=MAX_PROFILES,
         description="The scheduler's profiles, one per schedulerName.",
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["schedulerName"],
-        },
+        json_schema_extra=list_map("schedulerName"),
     )
     parallelism: int = Field(
         default=16, ge=1, le=1024, description="Goroutines that filter and score nodes."
@@ -297,10 +301,7 @@ class SchedulerProfileStatus(Model):
     conditions: list[Condition] | None = Field(
         default=None,
         description="Valid (the spec passed every check), Available, Progressing.",
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
+        json_schema_extra=list_map("type"),
     )
 
 
