@@ -18,7 +18,8 @@ from kubeherd.daemonset.planning import (
     pods_to_keep,
     summarize,
 )
-from kubeherd.daemonset.status import RolloutView, build_status, progressing, status_changed
+from kubeherd.daemonset.status import RolloutView, build_status, progressing
+from kubeherd.meta import status_changed
 
 SPEC: dict[str, Any] = {"containers": [{"name": "agent", "image": "agent:1"}]}
 NOW = 1_000_000.0

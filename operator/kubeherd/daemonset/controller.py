@@ -10,7 +10,6 @@ repeated event changes nothing, and two passes never race on one object.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,7 +33,7 @@ from kubeherd.daemonset.planning import (
     pods_holding_up,
     summarize,
 )
-from kubeherd.daemonset.pods import OWNER_LABEL, build_daemon_pod, template_hash
+from kubeherd.daemonset.pods import KIND, OWNER_LABEL, build_daemon_pod, template_hash
 from kubeherd.daemonset.revisions import (
     Revision,
     build_revision,
@@ -43,8 +42,9 @@ from kubeherd.daemonset.revisions import (
     revision_name,
     revisions_to_prune,
 )
-from kubeherd.daemonset.status import RolloutView, build_status, progressing, status_changed
+from kubeherd.daemonset.status import RolloutView, build_status, progressing
 from kubeherd.kube.client import Kube, KubeError, Outcome
+from kubeherd.meta import involved_object, iso_time, now_iso, status_changed
 
 logger = logging.getLogger(__name__)
 
@@ -125,29 +125,9 @@ class DaemonSetState:
     rollout_created: set[str] = field(default_factory=set)
 
 
-def _iso(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _now_iso() -> str:
-    return _iso(time.time())
-
-
 def _progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
     conditions = status.get("conditions") or []
     return next((c for c in conditions if c.get("type") == "Progressing"), {})
-
-
-def _involved(body: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = body["metadata"]
-    return {
-        "apiVersion": body.get("apiVersion", "kubeherd.io/v1alpha1"),
-        "kind": body.get("kind", "CustomDaemonSet"),
-        "name": metadata["name"],
-        "namespace": metadata["namespace"],
-        "uid": metadata["uid"],
-    }
 
 
 class EventBudget:
@@ -580,7 +560,7 @@ class DaemonSetController:
             node_selector=node_selector_text(pod_spec),
             previous=previous,
             create_failure=state.create_failure,
-            now=_now_iso(),
+            now=now_iso(),
             rollout=rollout,
         )
         if state.availability_check is not None:
@@ -643,7 +623,7 @@ class DaemonSetController:
                 )
         progress = state.progress
         progress.observe(state.revision, summary.updated, summary.available, now)
-        view = replace(view, progress_time=_iso(progress.since))
+        view = replace(view, progress_time=iso_time(progress.since))
         if state.deadline_check is not None:
             state.deadline_check.cancel()
             state.deadline_check = None
@@ -701,7 +681,11 @@ class DaemonSetController:
             return
         task = asyncio.get_running_loop().create_task(
             self.kube.post_event(
-                _involved(state.body), type_=type_, reason=reason, message=message, action=reason
+                involved_object(state.body, KIND),
+                type_=type_,
+                reason=reason,
+                message=message,
+                action=reason,
             )
         )
         self._tasks.add(task)

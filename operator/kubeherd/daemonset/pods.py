@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubeherd.daemonset.eligibility import NODE_NAME_FIELD, with_daemon_tolerations
+from kubeherd.meta import controller_reference
 
 OWNER_LABEL = "kubeherd.io/customdaemonset"
 REVISION_LABEL = "controller-revision-hash"
 NODE_ANNOTATION = "kubeherd.io/node"
-API_VERSION = "kubeherd.io/v1alpha1"
 KIND = "CustomDaemonSet"
 
 # No vowels, so that no digest spells a word (the alphabet Kubernetes uses for generated names).
@@ -74,20 +74,6 @@ def pinned_affinity(affinity: Mapping[str, Any] | None, node_name: str) -> dict[
     return pinned
 
 
-def controller_reference(cds: Mapping[str, Any]) -> dict[str, Any]:
-    """The owner reference that makes the CustomDaemonSet the controller of what it creates, so
-    the garbage collector removes it with the CustomDaemonSet."""
-    metadata = cds["metadata"]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": metadata["name"],
-        "uid": metadata["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def build_daemon_pod(
     cds: Mapping[str, Any],
     node_name: str,
@@ -111,7 +97,7 @@ def build_daemon_pod(
             REVISION_LABEL: revision,
         },
         "annotations": {**(template_metadata.get("annotations") or {}), NODE_ANNOTATION: node_name},
-        "ownerReferences": [controller_reference(cds)],
+        "ownerReferences": [controller_reference(cds, KIND)],
     }
     # The native controller copies the template's finalizers too.
     if template_metadata.get("finalizers"):

@@ -14,12 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.daemonset.pods import (
-    OWNER_LABEL,
-    REVISION_LABEL,
-    controller_reference,
-    template_hash,
-)
+from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, template_hash
+from kubeherd.meta import controller_reference
 
 CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
 # The native revision data is a strategic-merge patch that replaces the whole template.
@@ -91,7 +87,7 @@ def build_revision(
             "namespace": metadata["namespace"],
             "labels": {**template_labels, OWNER_LABEL: metadata["name"], REVISION_LABEL: hash_},
             "annotations": annotations,
-            "ownerReferences": [controller_reference(cds)],
+            "ownerReferences": [controller_reference(cds, KIND)],
         },
         "data": {
             "spec": {"template": {**copy.deepcopy(dict(template)), PATCH_DIRECTIVE: "replace"}}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.planning import Summary
+from kubeherd.meta import condition, conditions_by_type
 
 
 @dataclass(frozen=True)
@@ -62,28 +63,6 @@ def progressing(summary: Summary, rollout: RolloutView) -> tuple[str, str, str]:
     return ("True", "RollingUpdate", f"{running}; {available} of {desired} are available")
 
 
-def _condition(
-    previous: Mapping[str, Mapping[str, Any]],
-    type_: str,
-    status: str,
-    reason: str,
-    message: str,
-    generation: int,
-    now: str,
-) -> dict[str, Any]:
-    before = previous.get(type_, {})
-    # The transition time moves only when the status flips, so a user can tell since when.
-    since = before.get("lastTransitionTime") if before.get("status") == status else None
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since or now,
-        "observedGeneration": generation,
-    }
-
-
 def build_status(
     summary: Summary,
     *,
@@ -94,7 +73,7 @@ def build_status(
     now: str,
     rollout: RolloutView,
 ) -> dict[str, Any]:
-    conditions_before = {c.get("type", ""): c for c in previous.get("conditions") or []}
+    conditions_before = conditions_by_type(previous)
     if summary.available == summary.desired:
         available = (
             "True",
@@ -108,18 +87,18 @@ def build_status(
             f"{summary.unavailable} of {summary.desired} "
             "eligible nodes have no available daemon pod yet",
         )
-    progressing_condition = _condition(
+    progressing_condition = condition(
         conditions_before, "Progressing", *progressing(summary, rollout), generation, now
     )
     if rollout.progress_time:
         progressing_condition["lastUpdateTime"] = rollout.progress_time
     conditions = [
-        _condition(conditions_before, "Available", *available, generation, now),
+        condition(conditions_before, "Available", *available, generation, now),
         progressing_condition,
     ]
     if create_failure:
         conditions.append(
-            _condition(
+            condition(
                 conditions_before,
                 "ReplicaFailure",
                 "True",
@@ -149,8 +128,3 @@ def build_status(
     if rollout.collision_count:
         status["collisionCount"] = rollout.collision_count
     return status
-
-
-def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether writing `new` would change anything a user sees (no write when nothing did)."""
-    return any(previous.get(key) != value for key, value in new.items())

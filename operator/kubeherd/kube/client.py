@@ -13,6 +13,7 @@ import datetime
 import json
 import logging
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,45 @@ logger = logging.getLogger(__name__)
 GROUP = "kubeherd.io"
 VERSION = "v1alpha1"
 REPORTING_COMPONENT = "kubeherd"
+FIELD_MANAGER = "kubeherd"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where the API server serves a kind: its group-version prefix and resource name."""
+
+    prefix: str
+    resource: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        parts = [self.prefix]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.resource)
+        if name:
+            parts.append(name)
+        return "/".join(parts)
+
+
+_RBAC = "/apis/rbac.authorization.k8s.io/v1"
+# The kinds kubeherd reads and writes besides pods, keyed by (apiVersion, kind).
+KINDS = {
+    ("v1", "ConfigMap"): Kind("/api/v1", "configmaps"),
+    ("v1", "ServiceAccount"): Kind("/api/v1", "serviceaccounts"),
+    ("apps/v1", "Deployment"): Kind("/apis/apps/v1", "deployments"),
+    ("coordination.k8s.io/v1", "Lease"): Kind("/apis/coordination.k8s.io/v1", "leases"),
+    ("rbac.authorization.k8s.io/v1", "Role"): Kind(_RBAC, "roles"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind(_RBAC, "rolebindings"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): Kind(
+        _RBAC, "clusterrolebindings", namespaced=False
+    ),
+}
+
+
+def kind_of(manifest: Mapping[str, Any]) -> Kind:
+    return KINDS[(str(manifest["apiVersion"]), str(manifest["kind"]))]
 
 
 @dataclass(frozen=True)
@@ -124,6 +164,62 @@ class Kube:
             raise KubeError(Outcome(response.status, _api_message(body, response.status)))
         result: dict[str, Any] = json.loads(body)
         return result
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        _preload_content: bool = False,
+    ) -> Any:
+        """A request to any path, answered with the raw response (for _read and _write)."""
+        return await self._api_client.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _preload_content=_preload_content,
+        )
+
+    async def get_object(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return await self._read(self._call, "GET", kind.path(namespace, name))
+
+    async def list_objects(
+        self, kind: Kind, label_selector: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Objects of `kind` with the labels, in `namespace` or (None) in all of them."""
+        listing = await self._read(
+            self._call, "GET", kind.path(namespace), query=[("labelSelector", label_selector)]
+        )
+        return list((listing or {}).get("items") or [])
+
+    async def apply(self, manifest: Mapping[str, Any]) -> Outcome:
+        """Server-side apply as kubeherd's field manager. Forced: callers apply only objects
+        that are kubeherd's own (they check the owner label first)."""
+        metadata = manifest["metadata"]
+        return await self._write(
+            self._call,
+            "PATCH",
+            kind_of(manifest).path(metadata.get("namespace"), metadata["name"]),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            body=dict(manifest),
+            content_type=APPLY_PATCH,
+        )
+
+    async def delete_object(self, kind: Kind, namespace: str | None, name: str, uid: str) -> Outcome:
+        body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
+        return await self._write(self._call, "DELETE", kind.path(namespace, name), body=body)
+
+    async def server_version(self) -> str:
+        """The API server's gitVersion, such as v1.37.2."""
+        version = await self._read(self._call, "GET", "/version")
+        return str((version or {}).get("gitVersion") or "")
 
     async def list_controller_revisions(
         self, namespace: str, label_selector: str
