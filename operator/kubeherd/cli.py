@@ -29,6 +29,7 @@ def _run(options: argparse.Namespace) -> int:
             max_concurrent=options.max_concurrent_writes or defaults.max_concurrent,
         ),
         max_create_backoff=options.max_create_backoff,
+        scheduler_status_interval=options.scheduler_status_interval,
     )
     kopf.run(
         # One instance per cluster (the chart runs one replica): no peering objects needed.
@@ -174,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="longest wait, in seconds, between retries of refused pod creates "
+        "(default: %(default)s)",
+    )
+    run.add_argument(
+        "--scheduler-status-interval",
+        type=float,
+        default=5.0,
+        help="seconds between reads of each SchedulerProfile's Deployment and Lease "
         "(default: %(default)s)",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="log more")

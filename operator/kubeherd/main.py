@@ -6,10 +6,14 @@ from typing import Any
 
 import kopf
 
-import kubeherd.daemonset.handlers  # noqa: F401  (registers the CustomDaemonSet handlers)
+# Imported for their decorators, which register the handlers of each kind.
+import kubeherd.daemonset.handlers
+import kubeherd.scheduler.handlers  # noqa: F401
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import IndexedNodes, IndexedPods
 from kubeherd.kube.client import Kube
+from kubeherd.scheduler.controller import SchedulerProfileController
+from kubeherd.scheduler.handlers import IndexedClaims
 from kubeherd.settings import OperatorOptions, configure
 
 
@@ -26,13 +30,19 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo["daemonsets"] = DaemonSetController(
         kube, nodes, pods, max_create_backoff=options.max_create_backoff
     )
+    claims = IndexedClaims()
+    memo["scheduler_claims"] = claims
+    memo["schedulers"] = SchedulerProfileController(
+        kube, claims, status_interval=options.scheduler_status_interval
+    )
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    controller: DaemonSetController | None = memo.get("daemonsets")
-    if controller is not None:
-        await controller.stop()
+    for name in ("daemonsets", "schedulers"):
+        controller: DaemonSetController | SchedulerProfileController | None = memo.get(name)
+        if controller is not None:
+            await controller.stop()
     kube: Kube | None = memo.get("kube")
     if kube is not None:
         await kube.close()

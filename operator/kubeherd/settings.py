@@ -18,6 +18,8 @@ class OperatorOptions:
     limits: WriteLimits = field(default_factory=WriteLimits)
     # Ceiling of the delay between retries when the API server refuses pod creates (quota...).
     max_create_backoff: float = 60.0
+    # How often each SchedulerProfile's Deployment and Lease are read for its status (seconds).
+    scheduler_status_interval: float = 5.0
 
 
 def configure(settings: kopf.OperatorSettings) -> None:

@@ -120,7 +120,20 @@ SCHEDULER_COLUMNS = [
 CUSTOM_DAEMON_SET = Resource(
     CustomDaemonSet, "customdaemonsets", ("cds",), DAEMONSET_COLUMNS, SPEC_RULES, ROOT_RULES
 )
-SCHEDULER_PROFILE = Resource(SchedulerProfile, "schedulerprofiles", ("sp",), SCHEDULER_COLUMNS)
+SCHEDULER_ROOT_RULES = [
+    {
+        "rule": "size(self.metadata.name) <= 63",
+        "message": "metadata.name must be at most 63 characters: it is a label value on the "
+        "scheduler pods",
+    }
+]
+SCHEDULER_PROFILE = Resource(
+    SchedulerProfile,
+    "schedulerprofiles",
+    ("sp",),
+    SCHEDULER_COLUMNS,
+    root_rules=SCHEDULER_ROOT_RULES,
+)
 RESOURCES = (CUSTOM_DAEMON_SET, SCHEDULER_PROFILE)
 
 

@@ -44,6 +44,7 @@ from kubeherd.daemonset.revisions import (
 )
 from kubeherd.daemonset.status import RolloutView, build_status, progressing
 from kubeherd.kube.client import Kube, KubeError, Outcome
+from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import involved_object, iso_time, now_iso, status_changed
 
 logger = logging.getLogger(__name__)
@@ -63,21 +64,6 @@ class NodeSource(Protocol):
 class PodSource(Protocol):
     def on_node(self, key: Key, node: str) -> list[PodInfo]: ...
     def nodes_with_pods(self, key: Key) -> set[str]: ...
-
-
-@dataclass
-class Backoff:
-    """Exponential delays: 1 s, 2 s, 4 s ... up to `limit`."""
-
-    limit: float
-    delay: float = 0.0
-
-    def next_delay(self) -> float:
-        self.delay = min(self.limit, max(1.0, self.delay * 2))
-        return self.delay
-
-    def reset(self) -> None:
-        self.delay = 0.0
 
 
 @dataclass

@@ -39,6 +39,7 @@ class Kind:
 
     prefix: str
     resource: str
+    kind: str
     namespaced: bool = True
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
@@ -54,14 +55,14 @@ class Kind:
 _RBAC = "/apis/rbac.authorization.k8s.io/v1"
 # The kinds kubeherd reads and writes besides pods, keyed by (apiVersion, kind).
 KINDS = {
-    ("v1", "ConfigMap"): Kind("/api/v1", "configmaps"),
-    ("v1", "ServiceAccount"): Kind("/api/v1", "serviceaccounts"),
-    ("apps/v1", "Deployment"): Kind("/apis/apps/v1", "deployments"),
-    ("coordination.k8s.io/v1", "Lease"): Kind("/apis/coordination.k8s.io/v1", "leases"),
-    ("rbac.authorization.k8s.io/v1", "Role"): Kind(_RBAC, "roles"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind(_RBAC, "rolebindings"),
+    ("v1", "ConfigMap"): Kind("/api/v1", "configmaps", "ConfigMap"),
+    ("v1", "ServiceAccount"): Kind("/api/v1", "serviceaccounts", "ServiceAccount"),
+    ("apps/v1", "Deployment"): Kind("/apis/apps/v1", "deployments", "Deployment"),
+    ("coordination.k8s.io/v1", "Lease"): Kind("/apis/coordination.k8s.io/v1", "leases", "Lease"),
+    ("rbac.authorization.k8s.io/v1", "Role"): Kind(_RBAC, "roles", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind(_RBAC, "rolebindings", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): Kind(
-        _RBAC, "clusterrolebindings", namespaced=False
+        _RBAC, "clusterrolebindings", "ClusterRoleBinding", namespaced=False
     ),
 }
 
@@ -187,7 +188,9 @@ class Kube:
             _preload_content=_preload_content,
         )
 
-    async def get_object(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any] | None:
+    async def get_object(
+        self, kind: Kind, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
         return await self._read(self._call, "GET", kind.path(namespace, name))
 
     async def list_objects(
@@ -212,7 +215,9 @@ class Kube:
             content_type=APPLY_PATCH,
         )
 
-    async def delete_object(self, kind: Kind, namespace: str | None, name: str, uid: str) -> Outcome:
+    async def delete_object(
+        self, kind: Kind, namespace: str | None, name: str, uid: str
+    ) -> Outcome:
         body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
         return await self._write(self._call, "DELETE", kind.path(namespace, name), body=body)
 
@@ -264,6 +269,22 @@ class Kube:
             name,
             {"status": status},
             _content_type="application/merge-patch+json",
+        )
+
+    async def json_patch(
+        self, plural: str, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> Outcome:
+        """A JSON patch of a kubeherd resource; `test` operations make it safe against
+        concurrent changes (such as other controllers' finalizers)."""
+        return await self._write(
+            self._custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            operations,
+            _content_type="application/json-patch+json",
         )
 
     async def post_event(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 class TokenBucket:
@@ -43,3 +44,18 @@ class TokenBucket:
             delay = self.delay_for_next()
         if delay > 0:
             await asyncio.sleep(delay)
+
+
+@dataclass
+class Backoff:
+    """Exponential delays: 1 s, 2 s, 4 s ... up to `limit`."""
+
+    limit: float
+    delay: float = 0.0
+
+    def next_delay(self) -> float:
+        self.delay = min(self.limit, max(1.0, self.delay * 2))
+        return self.delay
+
+    def reset(self) -> None:
+        self.delay = 0.0

@@ -329,3 +329,23 @@ def _common_queue_sort(profiles: Sequence[Mapping[str, Any]], verdict: Verdict) 
                     "the queueSort plugin's args must be the same in every profile",
                 )
             )
+
+
+@dataclass(frozen=True, order=True)
+class Claim:
+    """A SchedulerProfile's claim on a scheduler name; the earliest created one keeps it."""
+
+    created: str
+    owner: str  # namespace/name
+    scheduler_name: str
+
+
+def names_taken_before(claims: Iterable[Claim], owner: str, created: str) -> dict[str, str]:
+    """The scheduler names other SchedulerProfiles claimed first (ties go by namespace/name),
+    mapped to them. The older resource keeps its name, so a newcomer never unseats a scheduler
+    that already runs."""
+    return {
+        claim.scheduler_name: claim.owner
+        for claim in claims
+        if claim.owner != owner and (claim.created, claim.owner) < (created, owner)
+    }
