@@ -119,7 +119,7 @@ class TrackedFakeNodes(FakeNodes):
             )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -133,7 +133,7 @@ class OperatorProcess:
     ) -> None:
         self.cluster = cluster
         self.log = cluster.logs / f"{name}.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.arguments = arguments
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -147,6 +147,8 @@ class OperatorProcess:
             f"--liveness=http://127.0.0.1:{self.port}/healthz",
             # Short enough that a test sees a refused create retried within seconds.
             "--max-create-backoff=4",
+            # Leader changes show in a SchedulerProfile's status within a second.
+            "--scheduler-status-interval=1",
             "--verbose",
             *self.arguments,
         ]

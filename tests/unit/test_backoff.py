@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kubeherd.daemonset.controller import Backoff, EventBudget
+from kubeherd.daemonset.controller import EventBudget
+from kubeherd.kube.ratelimit import Backoff
 
 
 def test_backoff_doubles_from_one_second_up_to_its_limit() -> None:
