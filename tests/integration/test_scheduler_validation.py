@@ -34,8 +34,19 @@ def plugins(**points: Any) -> dict[str, Any]:
     return profile(plugins=points)
 
 
+def plugin_args(plugin: str, **args: Any) -> dict[str, Any]:
+    return profile(pluginConfig=[{"name": plugin, "args": args}])
+
+
 def fit_args(**args: Any) -> dict[str, Any]:
-    return profile(pluginConfig=[{"name": "NodeResourcesFit", "args": args}])
+    return plugin_args("NodeResourcesFit", **args)
+
+
+def spread(*constraints: dict[str, Any], **args: Any) -> dict[str, Any]:
+    return plugin_args("PodTopologySpread", defaultConstraints=list(constraints), **args)
+
+
+ZONE_SPREAD = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
 
 
 VALID = {
@@ -82,8 +93,38 @@ VALID = {
             },
         ]
     },
+    "preemption from 0 % but at least 50 nodes": plugin_args(
+        "DefaultPreemption", minCandidateNodesPercentage=0, minCandidateNodesAbsolute=50
+    ),
+    "hard pod affinity weight 0": plugin_args("InterPodAffinity", hardPodAffinityWeight=0),
+    "listed spread constraints": spread(ZONE_SPREAD, defaultingType="List"),
+    "balanced allocation weight 0 (read as 1)": plugin_args(
+        "NodeResourcesBalancedAllocation", resources=[{"name": "cpu", "weight": 0}]
+    ),
+    "a DRA filter timeout of 0s": plugin_args("DynamicResources", filterTimeout="0s"),
+    "args for a plugin that takes none": plugin_args("TaintToleration", anything=1),
 }
 INVALID = {
+    "preemption with no candidates": plugin_args(
+        "DefaultPreemption", minCandidateNodesPercentage=0, minCandidateNodesAbsolute=0
+    ),
+    "preemption above 100 %": plugin_args("DefaultPreemption", minCandidateNodesPercentage=101),
+    "an unknown preemption arg": plugin_args("DefaultPreemption", minCandidates=1),
+    "hard pod affinity weight 101": plugin_args("InterPodAffinity", hardPodAffinityWeight=101),
+    "an unknown spread defaulting type": spread(defaultingType="Zonal"),
+    "spread constraints with System defaulting": spread(ZONE_SPREAD),
+    "a spread constraint with skew 0": spread({**ZONE_SPREAD, "maxSkew": 0}, defaultingType="List"),
+    "a spread constraint with a selector": spread(
+        {**ZONE_SPREAD, "labelSelector": {}}, defaultingType="List"
+    ),
+    "two spread constraints on one key": spread(
+        ZONE_SPREAD, {**ZONE_SPREAD, "maxSkew": 2}, defaultingType="List"
+    ),
+    "balanced allocation weight 2": plugin_args(
+        "NodeResourcesBalancedAllocation", resources=[{"name": "cpu", "weight": 2}]
+    ),
+    "a negative volume bind timeout": plugin_args("VolumeBinding", bindTimeoutSeconds=-1),
+    "a DRA binding timeout under 1s": plugin_args("DynamicResources", bindingTimeout="0s"),
     "no bind plugin": plugins(bind={"disabled": [{"name": "DefaultBinder"}]}),
     "no queueSort plugin": plugins(queueSort={"disabled": [{"name": "*"}]}),
     "queueSort differs between profiles": {

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from kubeherd.scheduler.plugins import DEFAULT_PLUGINS, IN_TREE_PLUGINS
-from kubeherd.scheduler.validation import effective_plugins, validate_spec
+from kubeherd.scheduler.validation import effective_plugins, go_duration_seconds, validate_spec
 from tests.helpers import REPO
 
 
@@ -110,3 +111,37 @@ def test_the_catalog_knows_points_found_by_reflection_and_no_internal_ones() -> 
     assert "podGroupPostFilter" in IN_TREE_PLUGINS["DefaultPreemption"].extension_points
     assert IN_TREE_PLUGINS["GangScheduling"].extension_points == {"preEnqueue", "permit"}
     assert "preScore" not in IN_TREE_PLUGINS["DynamicResources"].extension_points
+
+
+def test_durations_are_read_as_go_reads_them() -> None:
+    assert go_duration_seconds("1m30s") == 90
+    assert go_duration_seconds("-1s") == -1
+    assert go_duration_seconds("0") == 0
+    with pytest.raises(ValueError, match="not a duration"):
+        go_duration_seconds("15")
+
+
+def test_a_duration_without_a_unit_is_named_with_its_field() -> None:
+    spec = {"profiles": [{"schedulerName": "a"}], "leaderElection": {"leaseDuration": "15"}}
+
+    problems = [str(p) for p in validate_spec(spec, custom_image=False).errors]
+
+    assert problems == [
+        "spec.leaderElection.leaseDuration: '15' is not a duration such as 15s or 1m30s"
+    ]
+
+
+def test_args_a_plugin_does_not_have_are_refused_with_the_ones_it_has() -> None:
+    spec = {
+        "profiles": [
+            {
+                "schedulerName": "a",
+                "pluginConfig": [{"name": "InterPodAffinity", "args": {"hardWeight": 5}}],
+            }
+        ]
+    }
+
+    (problem,) = validate_spec(spec, custom_image=False).errors
+
+    assert problem.field == "spec.profiles[0].pluginConfig[0].args"
+    assert "InterPodAffinity has no args hardWeight (it has hardPodAffinityWeight" in str(problem)

@@ -13,7 +13,7 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,20 @@ from kubeherd.scheduler.plugins import (
 
 ALL = "*"
 SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
-_FIT_ARGS = {"ignoredResources", "ignoredResourceGroups", "scoringStrategy", "apiVersion", "kind"}
+# The args kinds of kubescheduler.config.k8s.io/v1 and their fields: kube-scheduler decodes
+# them strictly, so any other field is refused. Plugins without an args kind ignore args.
+ARG_FIELDS = {
+    "DefaultPreemption": {"minCandidateNodesPercentage", "minCandidateNodesAbsolute"},
+    "DynamicResources": {"filterTimeout", "bindingTimeout"},
+    "InterPodAffinity": {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"},
+    "NodeAffinity": {"addedAffinity"},
+    "NodeResourcesBalancedAllocation": {"resources"},
+    "NodeResourcesFit": {"ignoredResources", "ignoredResourceGroups", "scoringStrategy"},
+    "PodTopologySpread": {"defaultConstraints", "defaultingType"},
+    "VolumeBinding": {"bindTimeoutSeconds", "shape"},
+}
+_TYPE_FIELDS = {"apiVersion", "kind"}
+SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
 
 
 @dataclass(frozen=True)
@@ -151,16 +164,155 @@ def _plugin_names(
     return all_known
 
 
-def _scoring_strategy(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    unknown = set(args) - _FIT_ARGS
+def _plugin_args(where: str, plugin: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    """The checks kube-scheduler makes on the args of its in-tree plugins."""
+    fields = ARG_FIELDS.get(plugin)
+    if fields is None:
+        return
+    unknown = set(args) - fields - _TYPE_FIELDS
     if unknown:
         verdict.errors.append(
             Problem(
                 where,
-                f"NodeResourcesFit has no args {', '.join(sorted(unknown))}: kube-scheduler "
-                "refuses unknown fields",
+                f"{plugin} has no args {', '.join(sorted(unknown))} (it has "
+                f"{', '.join(sorted(fields))}): kube-scheduler refuses unknown fields",
             )
         )
+    check = _ARG_CHECKS.get(plugin)
+    if check is not None:
+        check(where, args, verdict)
+
+
+def _in_range(
+    verdict: Verdict, where: str, value: Any, low: int, high: int | None, what: str
+) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, int) and low <= value and (high is None or value <= high):
+        return True
+    upper = f"to {high}" if high is not None else "or more"
+    verdict.errors.append(Problem(where, f"{value!r}: {what} must be from {low} {upper}"))
+    return False
+
+
+def _preemption_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    # Defaults: 10 % and 100 nodes.
+    percentage = args.get("minCandidateNodesPercentage")
+    absolute = args.get("minCandidateNodesAbsolute")
+    fine = _in_range(
+        verdict, f"{where}.minCandidateNodesPercentage", percentage, 0, 100, "a percentage"
+    )
+    fine &= _in_range(
+        verdict, f"{where}.minCandidateNodesAbsolute", absolute, 0, None, "a node count"
+    )
+    if fine and percentage == 0 and absolute == 0:
+        verdict.errors.append(
+            Problem(
+                where,
+                "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be 0: "
+                "preemption would find no candidate node",
+            )
+        )
+
+
+def _inter_pod_affinity_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    _in_range(
+        verdict,
+        f"{where}.hardPodAffinityWeight",
+        args.get("hardPodAffinityWeight"),
+        0,
+        100,
+        "a weight",
+    )
+
+
+def _spread_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    defaulting = args.get("defaultingType", "System")
+    constraints = list(args.get("defaultConstraints") or [])
+    if defaulting not in ("System", "List"):
+        verdict.errors.append(
+            Problem(f"{where}.defaultingType", f"{defaulting!r}: use System or List")
+        )
+    elif defaulting == "System" and constraints:
+        verdict.errors.append(
+            Problem(
+                f"{where}.defaultingType",
+                "defaultConstraints are used only with defaultingType: List (System means "
+                "kube-scheduler's own): set defaultingType: List",
+            )
+        )
+    seen: set[tuple[str, str]] = set()
+    for index, constraint in enumerate(constraints):
+        at = f"{where}.defaultConstraints[{index}]"
+        skew = constraint.get("maxSkew")
+        if not isinstance(skew, int) or skew < 1:
+            verdict.errors.append(Problem(f"{at}.maxSkew", f"{skew!r}: must be 1 or more"))
+        if not constraint.get("topologyKey"):
+            verdict.errors.append(Problem(f"{at}.topologyKey", "a node label key is required"))
+        action = constraint.get("whenUnsatisfiable")
+        if action not in SPREAD_ACTIONS:
+            verdict.errors.append(
+                Problem(f"{at}.whenUnsatisfiable", f"{action!r}: use {' or '.join(SPREAD_ACTIONS)}")
+            )
+        if "labelSelector" in constraint:
+            verdict.errors.append(
+                Problem(
+                    f"{at}.labelSelector",
+                    "default constraints take no selector: kube-scheduler derives it from "
+                    "each pod's owner",
+                )
+            )
+        pair = (str(constraint.get("topologyKey")), str(action))
+        if pair in seen:
+            verdict.errors.append(
+                Problem(at, f"a second constraint on {pair[0]} with {pair[1]}: merge them")
+            )
+        seen.add(pair)
+
+
+def _balanced_allocation_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    for index, resource in enumerate(args.get("resources") or []):
+        weight = resource.get("weight")
+        # Unset or 0 is defaulted to 1 before kube-scheduler checks it.
+        if weight not in (None, 0, 1):
+            verdict.errors.append(
+                Problem(
+                    f"{where}.resources[{index}].weight",
+                    f"{weight!r}: NodeResourcesBalancedAllocation weighs every resource "
+                    "equally; use 1 (or leave it out)",
+                )
+            )
+
+
+def _volume_binding_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    _in_range(
+        verdict,
+        f"{where}.bindTimeoutSeconds",
+        args.get("bindTimeoutSeconds"),
+        0,
+        None,
+        "a timeout in seconds",
+    )
+
+
+def _dynamic_resources_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
+    for field_name, minimum in (("filterTimeout", 0.0), ("bindingTimeout", 1.0)):
+        text = args.get(field_name)
+        if text is None:
+            continue
+        try:
+            seconds = go_duration_seconds(str(text))
+        except ValueError:
+            verdict.errors.append(
+                Problem(f"{where}.{field_name}", f"{text!r} is not a duration such as 10s")
+            )
+            continue
+        if seconds < minimum:
+            least = "at least 1s" if minimum else "0s or more"
+            verdict.errors.append(Problem(f"{where}.{field_name}", f"{text!r}: must be {least}"))
+
+
+def _fit_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
     strategy = args.get("scoringStrategy")
     if strategy is None:
         return
@@ -196,9 +348,28 @@ def _scoring_strategy(where: str, args: Mapping[str, Any], verdict: Verdict) -> 
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+_ARG_CHECKS: dict[str, Callable[[str, Mapping[str, Any], Verdict], None]] = {
+    "DefaultPreemption": _preemption_args,
+    "DynamicResources": _dynamic_resources_args,
+    "InterPodAffinity": _inter_pod_affinity_args,
+    "NodeResourcesBalancedAllocation": _balanced_allocation_args,
+    "NodeResourcesFit": _fit_args,
+    "PodTopologySpread": _spread_args,
+    "VolumeBinding": _volume_binding_args,
+}
+
+
+_GO_DURATION = re.compile(r"([+-]?)((?:[0-9]+(?:\.[0-9]*)?(?:ns|us|µs|ms|s|m|h))+|0)")
+
+
 def go_duration_seconds(text: str) -> float:
-    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)", text)
-    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    """A Go duration (time.ParseDuration) in seconds; ValueError if it is not one."""
+    match = _GO_DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration such as 15s or 1m30s")
+    parts = re.findall(r"([0-9]+(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", match.group(2))
+    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    return -seconds if match.group(1) == "-" else seconds
 
 
 def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
@@ -220,9 +391,17 @@ def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
                 Problem(f"spec.profiles[{index}].schedulerName", f"Duplicate value: {name!r}")
             )
     election = spec.get("leaderElection") or {}
-    lease = go_duration_seconds(str(election.get("leaseDuration", "15s")))
-    renew = go_duration_seconds(str(election.get("renewDeadline", "10s")))
-    if lease <= renew:
+    durations: dict[str, float] = {}
+    for key, default in (("leaseDuration", "15s"), ("renewDeadline", "10s"), ("retryPeriod", "2s")):
+        try:
+            durations[key] = go_duration_seconds(str(election.get(key, default)))
+        except ValueError as error:
+            problems.append(Problem(f"spec.leaderElection.{key}", str(error)))
+    for key in ("renewDeadline", "retryPeriod"):
+        if durations.get(key, 1.0) <= 0:
+            problems.append(Problem(f"spec.leaderElection.{key}", f"{key} must be more than 0"))
+    lease, renew = durations.get("leaseDuration"), durations.get("renewDeadline")
+    if lease is not None and renew is not None and lease <= renew:
         problems.append(
             Problem("spec.leaderElection", "leaseDuration must be longer than renewDeadline")
         )
@@ -287,10 +466,12 @@ def validate_spec(
                     )
                 )
         for config_index, entry in enumerate(profile.get("pluginConfig") or []):
-            if entry.get("name") == "NodeResourcesFit":
-                _scoring_strategy(
-                    f"{where}.pluginConfig[{config_index}].args", entry.get("args") or {}, verdict
-                )
+            _plugin_args(
+                f"{where}.pluginConfig[{config_index}].args",
+                str(entry.get("name")),
+                entry.get("args") or {},
+                verdict,
+            )
     _common_queue_sort(profiles, verdict)
     return verdict
 
