@@ -365,6 +365,19 @@ def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_i
     assert f"Role {other_namespace}/kubeherd:{namespace}:doomed:leader-election" in made
     assert f"ClusterRoleBinding /kubeherd:{namespace}:doomed:kube-scheduler" in made
     assert len(made) == 8
+    # The lock moves home: its Role and RoleBinding follow, none is left behind.
+    schedulerprofiles.patch("doomed", {"spec": {"leaderElection": {"resourceNamespace": None}}})
+    at_home = {
+        f"{kind} {namespace}/kubeherd:{namespace}:doomed:leader-election"
+        for kind in ("Role", "RoleBinding")
+    }
+
+    def moved() -> list[str] | None:
+        found = owned_by_uid(api_client, body["metadata"]["uid"])
+        return found if at_home <= set(found) and len(found) == 8 else None
+
+    after_move = eventually(moved, what="the lease Role and RoleBinding at home only")
+    assert not [item for item in after_move if other_namespace in item]
 
     schedulerprofiles.delete("doomed")
     schedulerprofiles.wait_until_gone("doomed")
@@ -458,6 +471,28 @@ def test_seed_000_plugin_is_accepted_with_a_warning_only_from_a_custom_image(
     )
     running = apps_v1.read_namespaced_deployment("three-profiles", namespace)
     assert running.spec.template.spec.containers[0].image == custom_image
+
+
+def test_a_deleted_deployment_is_made_again(
+    schedulerprofiles: SchedulerProfiles, namespace: str, apps_v1: client.AppsV1Api
+) -> None:
+    schedulerprofiles.create(
+        scheduler_profile("kept", {"schedulerName": unique("kept", namespace)})
+    )
+    rolled_out(schedulerprofiles, "kept")
+    first = apps_v1.read_namespaced_deployment("kept", namespace).metadata.uid
+
+    apps_v1.delete_namespaced_deployment("kept", namespace)
+
+    def replaced() -> str | None:
+        try:
+            uid = apps_v1.read_namespaced_deployment("kept", namespace).metadata.uid
+        except ApiException:
+            return None
+        return str(uid) if uid != first else None
+
+    eventually(replaced, what="a new Deployment")
+    rolled_out(schedulerprofiles, "kept")
 
 
 def test_an_operator_restart_writes_nothing(
