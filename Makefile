@@ -57,6 +57,13 @@ run: cluster-up ## Apply the CRDs to the local cluster and run the operator in t
 	.cluster/bin/kubectl --kubeconfig .cluster/kubeconfig apply --server-side -f crds/
 	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig $(RUN) kubeherd run --liveness=http://127.0.0.1:8080/healthz
 
+IMAGE ?= kubeherd:$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: image
+image: ## Build the operator image (IMAGE=...) with Docker; needs a Docker engine
+	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed)" >&2; exit 1; }
+	docker build -t $(IMAGE) .
+
 .PHONY: fmt
 fmt: deps ## Format and auto-fix the Python code
 	$(RUN) ruff format operator hack tests
