@@ -48,9 +48,10 @@ cluster-status: deps ## Show which control-plane processes run
 	$(LOCALCLUSTER) status
 
 .PHONY: crds
-crds: deps ## Regenerate crds/ from the pydantic models in operator/kubeherd/api
+crds: deps ## Regenerate crds/ (and the chart's copy) from the pydantic models in operator/kubeherd/api
 	$(RUN) kubeherd crds customdaemonsets > crds/customdaemonsets.kubeherd.io.yaml
 	$(RUN) kubeherd crds schedulerprofiles > crds/schedulerprofiles.kubeherd.io.yaml
+	cp crds/*.yaml charts/kubeherd/files/crds/
 
 .PHONY: run
 run: cluster-up ## Apply the CRDs to the local cluster and run the operator in the foreground
@@ -63,6 +64,15 @@ IMAGE ?= kubeherd:$(shell git describe --tags --always --dirty 2>/dev/null || ec
 image: ## Build the operator image (IMAGE=...) with Docker; needs a Docker engine
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed)" >&2; exit 1; }
 	docker build -t $(IMAGE) .
+
+# Evaluated only by the targets that use it: the path of the helm binary `make bins` built.
+HELM = $(shell $(LOCALCLUSTER) build 2>/dev/null | awk '$$1 == "helm" {print $$2}')
+
+.PHONY: chart-lint
+chart-lint: bins ## helm lint --strict and helm template of charts/kubeherd (make test runs them too)
+	$(HELM) lint --strict charts/kubeherd
+	$(HELM) template kubeherd charts/kubeherd --namespace kubeherd-system > /dev/null
+	@echo "chart renders"
 
 .PHONY: fmt
 fmt: deps ## Format and auto-fix the Python code

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,13 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster.binaries import Binaries, ensure_binaries
 from localcluster.cluster import LocalCluster
-from tests.helpers import REPO, Kubectl, OperatorProcess, TrackedFakeNodes
+from tests.helpers import (
+    REPO,
+    Kubectl,
+    OperatorProcess,
+    TrackedFakeNodes,
+    service_account_kubeconfig,
+)
 
 
 @pytest.fixture(scope="session")
@@ -85,19 +92,51 @@ def fake_nodes(core_v1: client.CoreV1Api) -> Iterator[TrackedFakeNodes]:
     nodes.restore()
 
 
+RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
+
+
 @pytest.fixture(scope="session")
-def crds_installed(kubectl: Kubectl) -> None:
-    """kubeherd's CRDs, applied from crds/ as a user would, and Established."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/customdaemonsets.kubeherd.io"
+def crds_installed(binaries: Binaries, local_cluster: LocalCluster, kubectl: Kubectl) -> None:
+    """The chart installed as a user would (`helm upgrade --install`): the CRDs, and the
+    operator's ServiceAccount and ClusterRole, which the tests' operator runs as. It takes over
+    CRDs that `make run` applied with kubectl. The chart's operator Deployment runs in a kwok
+    pod, which runs nothing."""
+    subprocess.run(
+        [
+            str(binaries.path("helm")),
+            f"--kubeconfig={local_cluster.kubeconfig}",
+            "upgrade",
+            "--install",
+            RELEASE,
+            str(REPO / "charts" / "kubeherd"),
+            f"--namespace={RELEASE_NAMESPACE}",
+            "--create-namespace",
+            "--take-ownership",
+            "--force-conflicts",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    for crd in ("customdaemonsets", "schedulerprofiles"):
+        kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}.kubeherd.io")
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(local_cluster: LocalCluster, core_v1: client.CoreV1Api) -> Path:
+    """A kubeconfig with a token of the chart's ServiceAccount: the operator the tests run has
+    exactly the chart's permissions, so every test also proves the ClusterRole suffices."""
+    return service_account_kubeconfig(
+        local_cluster, core_v1, RELEASE_NAMESPACE, RELEASE, local_cluster.logs / "operator"
     )
 
 
 @pytest.fixture(scope="session")
-def operator(local_cluster: LocalCluster, crds_installed: None) -> Iterator[OperatorProcess]:
+def operator(
+    local_cluster: LocalCluster, crds_installed: None, operator_kubeconfig: Path
+) -> Iterator[OperatorProcess]:
     """`kubeherd run` as a real process against the cluster, for the whole session."""
-    process = OperatorProcess(local_cluster, name="kubeherd")
+    process = OperatorProcess(local_cluster, name="kubeherd", kubeconfig=operator_kubeconfig)
     process.start()
     try:
         yield process

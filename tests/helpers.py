@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 from kubernetes import client
 
 from localcluster.cluster import LocalCluster
@@ -55,6 +56,10 @@ class Kubectl:
     def __init__(self, binary: Path, kubeconfig: Path) -> None:
         self._binary = binary
         self._kubeconfig = kubeconfig
+
+    def as_user(self, kubeconfig: Path) -> Kubectl:
+        """The same kubectl, logged in with another kubeconfig."""
+        return Kubectl(self._binary, kubeconfig)
 
     def command(self, *arguments: str) -> list[str]:
         return [str(self._binary), f"--kubeconfig={self._kubeconfig}", *arguments]
@@ -119,6 +124,28 @@ class TrackedFakeNodes(FakeNodes):
             )
 
 
+def service_account_kubeconfig(
+    cluster: LocalCluster, core: client.CoreV1Api, namespace: str, account: str, folder: Path
+) -> Path:
+    """A kubeconfig for the cluster that logs in with a token of the ServiceAccount, asked of
+    the TokenRequest API as a pod's projected token would be."""
+    request = {"spec": {"audiences": [], "expirationSeconds": 6 * 3600}}
+    token = core.create_namespaced_service_account_token(account, namespace, request).status.token
+    cluster_entry = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster_entry["cluster"]}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
+        "current-context": account,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{namespace}.{account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -129,16 +156,22 @@ class OperatorProcess:
     """`kubeherd run` in a process of its own, logging to the cluster's logs/ folder."""
 
     def __init__(
-        self, cluster: LocalCluster, *, name: str, arguments: tuple[str, ...] = ()
+        self,
+        cluster: LocalCluster,
+        *,
+        name: str,
+        arguments: tuple[str, ...] = (),
+        kubeconfig: Path | None = None,
     ) -> None:
         self.cluster = cluster
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.log = cluster.logs / f"{name}.log"
         self.port = free_port()
         self.arguments = arguments
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        environment = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         command = [
             sys.executable,
             "-m",

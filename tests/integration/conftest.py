@@ -50,7 +50,7 @@ def start_scheduler(
     def start(profile: str, *, ready: bool = True) -> LocalScheduler:
         scheduler = LocalScheduler(
             binaries.path("kube-scheduler"),
-            local_cluster.kubeconfig,
+            local_cluster,
             core_v1,
             local_cluster.logs / namespace,
             namespace=namespace,

@@ -24,7 +24,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kubeherd.scheduler.config import CONFIG_KEY
 from kubeherd.scheduler.objects import OWNER_UID_LABEL
-from tests.helpers import REPO, eventually, free_port
+from localcluster.cluster import LocalCluster
+from tests.helpers import REPO, eventually, free_port, service_account_kubeconfig
 
 GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "schedulerprofiles"
 
@@ -165,7 +166,7 @@ class LocalScheduler:
     def __init__(
         self,
         binary: Path,
-        cluster_kubeconfig: Path,
+        cluster: LocalCluster,
         core: client.CoreV1Api,
         folder: Path,
         *,
@@ -173,7 +174,7 @@ class LocalScheduler:
         profile: str,
     ) -> None:
         self.binary = binary
-        self.cluster_kubeconfig = cluster_kubeconfig
+        self.cluster = cluster
         self.core = core
         self.folder = folder
         self.namespace = namespace
@@ -181,27 +182,6 @@ class LocalScheduler:
         self.port = free_port()
         self.log = folder / f"kube-scheduler-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
-
-    def _kubeconfig(self) -> Path:
-        """A kubeconfig holding a token of the scheduler's ServiceAccount."""
-        request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
-        token = self.core.create_namespaced_service_account_token(
-            self.profile, self.namespace, request
-        ).status.token
-        cluster = yaml.safe_load(self.cluster_kubeconfig.read_text())["clusters"][0]
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "local", "cluster": cluster["cluster"]}],
-            "users": [{"name": "scheduler", "user": {"token": token}}],
-            "contexts": [
-                {"name": "scheduler", "context": {"cluster": "local", "user": "scheduler"}}
-            ],
-            "current-context": "scheduler",
-        }
-        path = self.folder / f"scheduler-{self.port}.kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        return path
 
     def _configuration(self, kubeconfig: Path) -> Path:
         """The ConfigMap's configuration, with the kubeconfig file in place of the in-cluster
@@ -216,7 +196,9 @@ class LocalScheduler:
 
     def start(self, *, wait_until_ready: bool = True) -> LocalScheduler:
         self.folder.mkdir(parents=True, exist_ok=True)
-        kubeconfig = self._kubeconfig()
+        kubeconfig = service_account_kubeconfig(
+            self.cluster, self.core, self.namespace, self.profile, self.folder
+        )
         command = [
             str(self.binary),
             f"--config={self._configuration(kubeconfig)}",

@@ -10,6 +10,7 @@ import copy
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -286,9 +287,14 @@ def test_deleting_the_custom_daemonset_garbage_collects_its_pods(daemonsets: Dae
 
 
 @pytest.fixture
-def second_operator(local_cluster: LocalCluster, namespace: str) -> Iterator[OperatorProcess]:
+def second_operator(
+    local_cluster: LocalCluster, namespace: str, operator_kubeconfig: Path
+) -> Iterator[OperatorProcess]:
     process = OperatorProcess(
-        local_cluster, name="kubeherd-second", arguments=("--namespace", namespace)
+        local_cluster,
+        name="kubeherd-second",
+        arguments=("--namespace", namespace),
+        kubeconfig=operator_kubeconfig,
     )
     yield process
     process.stop()

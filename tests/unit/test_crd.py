@@ -18,10 +18,11 @@ def schema() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda resource: resource.plural)
-def test_the_committed_crds_are_what_the_models_generate(resource: Resource) -> None:
-    committed = REPO / "crds" / f"{resource.crd_name}.yaml"
+@pytest.mark.parametrize("folder", ["crds", "charts/kubeherd/files/crds"])
+def test_the_committed_crds_are_what_the_models_generate(resource: Resource, folder: str) -> None:
+    committed = REPO / folder / f"{resource.crd_name}.yaml"
     assert committed.read_text() == render_crds_yaml([resource.plural]), (
-        "crds/ drifted from operator/kubeherd/api: run `make crds` and commit the result"
+        f"{folder}/ drifted from operator/kubeherd/api: run `make crds` and commit the result"
     )
 
 

@@ -1,0 +1,184 @@
+"""The Helm chart: lint, render, install, upgrade and uninstall, and the operator's identity.
+
+Every other test of the session already runs the operator with a token of the chart's
+ServiceAccount (see tests/conftest.py), so the ClusterRole is proven sufficient there. Here: it
+is also narrow, and the chart's lifecycle works on a cluster of its own.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.binaries import Binaries
+from localcluster.cluster import LocalCluster
+from tests.helpers import REPO, Kubectl
+
+pytestmark = [pytest.mark.cluster]
+
+CHART = REPO / "charts" / "kubeherd"
+CRDS = ("customdaemonsets.kubeherd.io", "schedulerprofiles.kubeherd.io")
+
+
+def helm(
+    binaries: Binaries, *arguments: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(binaries.path("helm")), *arguments],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=180,
+    )
+
+
+def test_helm_lint_is_clean(binaries: Binaries) -> None:
+    linted = helm(binaries, "lint", "--strict", str(CHART))
+
+    assert "1 chart(s) linted, 0 chart(s) failed" in linted.stdout
+
+
+def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> None:
+    rendered = helm(binaries, "template", "kubeherd", str(CHART), "--namespace", "ops").stdout
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+
+    kinds = sorted(d["kind"] for d in documents)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "CustomResourceDefinition",
+        "Deployment",
+        "ServiceAccount",
+    ]
+    crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
+    assert sorted(d["metadata"]["name"] for d in crds) == sorted(CRDS)
+    assert all(d["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for d in crds)
+    (role,) = (d for d in documents if d["kind"] == "ClusterRole")
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+    (deployment,) = (d for d in documents if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["resources"]["limits"]["memory"] == "256Mi"
+
+
+def test_a_mistyped_value_is_refused(binaries: Binaries) -> None:
+    refused = helm(
+        binaries, "template", "kubeherd", str(CHART), "--set", "operator.qsp=10", check=False
+    )
+
+    assert refused.returncode != 0
+    assert "additional properties 'qsp' not allowed" in refused.stderr
+
+
+def test_the_operators_identity_may_not_touch_nodes_or_secrets(
+    kubectl: Kubectl, operator_kubeconfig: Path
+) -> None:
+    as_operator = kubectl.as_user(operator_kubeconfig)
+
+    patched = as_operator(
+        "patch", "node", "worker-1", "-p", '{"metadata":{"labels":{"x":"y"}}}', check=False
+    )
+
+    assert patched.returncode != 0
+    assert "Forbidden" in patched.stderr or "forbidden" in patched.stderr
+    answers = {
+        question: as_operator("auth", "can-i", *question.split(), check=False).stdout.strip()
+        for question in (
+            "patch nodes",
+            "get secrets -A",
+            "delete customresourcedefinitions",
+            "create pods -n default",
+            "watch nodes",
+        )
+    }
+    assert answers == {
+        "patch nodes": "no",
+        "get secrets -A": "no",
+        "delete customresourcedefinitions": "no",
+        "create pods -n default": "yes",
+        "watch nodes": "yes",
+    }
+
+
+@pytest.fixture(scope="module")
+def own_cluster(binaries: Binaries) -> Iterator[LocalCluster]:
+    """A cluster for the chart alone: the session's cluster already has the release the tests
+    run with, and its CRDs may not be uninstalled."""
+    cluster = LocalCluster(REPO / ".cluster" / "pytest-chart", binaries, nodes=1)
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def test_install_upgrade_and_uninstall_keep_the_crds(
+    binaries: Binaries, own_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    kubeconfig = f"--kubeconfig={own_cluster.kubeconfig}"
+    api = config.new_client_from_config(config_file=str(own_cluster.kubeconfig))
+    extensions = client.ApiextensionsV1Api(api)
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+
+    installed = helm(
+        binaries, kubeconfig, "install", "kubeherd", str(CHART), "-n", "ops", "--create-namespace"
+    )
+
+    assert "kubectl -n ops rollout status deployment/kubeherd" in installed.stdout  # NOTES.txt
+    deployment = apps.read_namespaced_deployment("kubeherd", "ops")
+    assert deployment.spec.template.spec.service_account_name == "kubeherd"
+    core.read_namespaced_service_account("kubeherd", "ops")
+    rbac.read_cluster_role("kubeherd")
+    rbac.read_cluster_role_binding("kubeherd")
+    for name in CRDS:
+        extensions.read_custom_resource_definition(name)
+
+    # A new version of the chart whose CRD has a new printer column.
+    changed = tmp_path / "kubeherd"
+    shutil.copytree(CHART, changed)
+    crd_file = changed / "files" / "crds" / "customdaemonsets.kubeherd.io.yaml"
+    crd = yaml.safe_load(crd_file.read_text())
+    crd["spec"]["versions"][0]["additionalPrinterColumns"].append(
+        {"name": "PAUSED", "type": "boolean", "jsonPath": ".spec.paused"}
+    )
+    crd_file.write_text(yaml.safe_dump(crd))
+    helm(binaries, kubeconfig, "upgrade", "kubeherd", str(changed), "-n", "ops")
+
+    upgraded = extensions.read_custom_resource_definition(CRDS[0])
+    columns = [c.name for c in upgraded.spec.versions[0].additional_printer_columns]
+    assert "PAUSED" in columns
+
+    uninstalled = helm(binaries, kubeconfig, "uninstall", "kubeherd", "-n", "ops")
+
+    assert "These resources were kept due to the resource policy" in uninstalled.stdout
+    reads: list[tuple[Callable[..., Any], tuple[str, ...]]] = [
+        (apps.read_namespaced_deployment, ("kubeherd", "ops")),
+        (core.read_namespaced_service_account, ("kubeherd", "ops")),
+        (rbac.read_cluster_role, ("kubeherd",)),
+        (rbac.read_cluster_role_binding, ("kubeherd",)),
+    ]
+    for read, arguments in reads:
+        with pytest.raises(ApiException) as gone:
+            read(*arguments)
+        assert gone.value.status == 404
+    for name in CRDS:
+        extensions.read_custom_resource_definition(name)
