@@ -123,7 +123,9 @@ def crds_installed(binaries: Binaries, local_cluster: LocalCluster, kubectl: Kub
 
 
 @pytest.fixture(scope="session")
-def operator_kubeconfig(local_cluster: LocalCluster, core_v1: client.CoreV1Api) -> Path:
+def operator_kubeconfig(
+    local_cluster: LocalCluster, core_v1: client.CoreV1Api, crds_installed: None
+) -> Path:
     """A kubeconfig with a token of the chart's ServiceAccount: the operator the tests run has
     exactly the chart's permissions, so every test also proves the ClusterRole suffices."""
     return service_account_kubeconfig(
