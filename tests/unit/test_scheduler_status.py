@@ -111,15 +111,26 @@ def test_before_any_valid_spec_ran_there_is_no_configuration_to_show() -> None:
 
 
 def test_the_first_resource_to_claim_a_scheduler_name_keeps_it() -> None:
-    claims = [
-        Claim("2026-11-01T00:00:00Z", "a/old", "fast"),
-        Claim("2026-11-02T00:00:00Z", "b/new", "fast"),
-        Claim("2026-11-02T00:00:00Z", "b/new", "other"),
-    ]
+    old = Claim("2026-11-01T00:00:00Z", "a/old", "fast")
+    new = Claim("2026-11-02T00:00:00Z", "b/new", "fast")
+    other = Claim("2026-11-02T00:00:00Z", "b/new", "other")
+    claims = [old, new, other]
 
-    assert names_taken_before(claims, "b/new", "2026-11-02T00:00:00Z") == {"fast": "a/old"}
-    assert names_taken_before(claims, "a/old", "2026-11-01T00:00:00Z") == {}
-    # Created in the same second: the namespace/name decides, the same way for both.
-    same = [Claim("t", "a/x", "n"), Claim("t", "b/y", "n")]
-    assert names_taken_before(same, "b/y", "t") == {"n": "a/x"}
-    assert names_taken_before(same, "a/x", "t") == {}
+    assert names_taken_before(claims, [new, other]) == {"fast": "a/old"}
+    assert names_taken_before(claims, [old]) == {}
+
+
+def test_a_name_that_runs_is_never_taken_by_a_newcomer() -> None:
+    # Created in the same second, and the newcomer's namespace/name sorts first.
+    running = Claim("t", "b/first", "fast", running=True)
+    newcomer = Claim("t", "a/second", "fast")
+
+    assert names_taken_before([running, newcomer], [newcomer]) == {"fast": "b/first"}
+    assert names_taken_before([running, newcomer], [running]) == {}
+
+
+def test_without_a_running_claim_ties_go_by_namespace_and_name() -> None:
+    first, second = Claim("t", "a/x", "n"), Claim("t", "b/y", "n")
+
+    assert names_taken_before([first, second], [second]) == {"n": "a/x"}
+    assert names_taken_before([first, second], [first]) == {}

@@ -131,13 +131,15 @@ class SchedulerProfileController:
             self._states[key] = state
             state.task = asyncio.get_running_loop().create_task(self._run(key, state))
             return
-        before = state.body["metadata"]
+        before = state.body
         state.body = body
-        # Our own status writes come back as events too: only a new spec or a deletion matters.
-        if metadata.get("generation") != before.get("generation"):
+        # Our own status writes come back as events too: only a new spec or a deletion matters,
+        # and to the others, a change of the names this one runs.
+        if _running_names(body) != _running_names(before):
             self._recheck_refused(key)
-            state.wake.set()
-        elif metadata.get("deletionTimestamp") and not before.get("deletionTimestamp"):
+        if metadata.get("generation") != before["metadata"].get("generation") or (
+            metadata.get("deletionTimestamp") and not before["metadata"].get("deletionTimestamp")
+        ):
             state.wake.set()
 
     def profile_deleted(self, key: Key) -> None:
@@ -203,11 +205,7 @@ class SchedulerProfileController:
     async def _converge(self, state: ProfileState) -> None:
         body, generation, owner = state.body, state.generation, state.owner
         spec: Mapping[str, Any] = body.get("spec") or {}
-        taken = names_taken_before(
-            self.claims.claims(),
-            f"{owner.namespace}/{owner.name}",
-            str(body["metadata"].get("creationTimestamp") or ""),
-        )
+        taken = names_taken_before(self.claims.claims(), claims_of(body))
         verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
         for warning in verdict.warnings:
             self._warn_once(state, "UnverifiedPlugin", str(warning))
@@ -426,6 +424,22 @@ _background: set[asyncio.Task[Any]] = set()
 def state_key(state: ProfileState) -> Key:
     owner = state.owner
     return (owner.namespace, owner.name)
+
+
+def _running_names(body: Mapping[str, Any]) -> set[str]:
+    names = str((body.get("status") or {}).get("schedulerNames") or "")
+    return {name.strip() for name in names.split(",") if name.strip()}
+
+
+def claims_of(body: Mapping[str, Any]) -> list[Claim]:
+    """The scheduler names a SchedulerProfile's spec claims."""
+    metadata = body["metadata"]
+    created = str(metadata.get("creationTimestamp") or "")
+    owner = f"{metadata.get('namespace')}/{metadata['name']}"
+    running = _running_names(body)
+    profiles = (body.get("spec") or {}).get("profiles") or []
+    names = [str(p["schedulerName"]) for p in profiles if p.get("schedulerName")]
+    return [Claim(created, owner, name, running=name in running) for name in names]
 
 
 def _applied_from(status: Mapping[str, Any]) -> Applied:

@@ -13,7 +13,7 @@ from typing import Any
 
 import kopf
 
-from kubeherd.scheduler.controller import PLURAL, SchedulerProfileController
+from kubeherd.scheduler.controller import PLURAL, SchedulerProfileController, claims_of
 from kubeherd.scheduler.validation import Claim
 
 GROUP, VERSION = "kubeherd.io", "v1alpha1"
@@ -35,14 +35,7 @@ class IndexedClaims:
 async def kubeherd_scheduler_names(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
 ) -> dict[str, Claim]:
-    created = str(body["metadata"].get("creationTimestamp") or "")
-    owner = f"{namespace}/{name}"
-    profiles = (body.get("spec") or {}).get("profiles") or []
-    return {
-        str(profile["schedulerName"]): Claim(created, owner, str(profile["schedulerName"]))
-        for profile in profiles
-        if profile.get("schedulerName")
-    }
+    return {claim.scheduler_name: claim for claim in claims_of(body)}
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

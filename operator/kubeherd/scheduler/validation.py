@@ -512,21 +512,30 @@ def _common_queue_sort(profiles: Sequence[Mapping[str, Any]], verdict: Verdict) 
             )
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Claim:
-    """A SchedulerProfile's claim on a scheduler name; the earliest created one keeps it."""
+    """A SchedulerProfile's claim on a scheduler name."""
 
     created: str
     owner: str  # namespace/name
     scheduler_name: str
+    # Whether the name is in the resource's running configuration (status.schedulerNames).
+    running: bool = False
+
+    @property
+    def rank(self) -> tuple[bool, str, str]:
+        """Lower ranks keep the name: one that runs it, then the oldest (creation times have
+        seconds only: ties go by namespace/name)."""
+        return (not self.running, self.created, self.owner)
 
 
-def names_taken_before(claims: Iterable[Claim], owner: str, created: str) -> dict[str, str]:
-    """The scheduler names other SchedulerProfiles claimed first (ties go by namespace/name),
-    mapped to them. The older resource keeps its name, so a newcomer never unseats a scheduler
-    that already runs."""
-    return {
-        claim.scheduler_name: claim.owner
-        for claim in claims
-        if claim.owner != owner and (claim.created, claim.owner) < (created, owner)
-    }
+def names_taken_before(claims: Iterable[Claim], mine: Iterable[Claim]) -> dict[str, str]:
+    """The names of `mine` that other SchedulerProfiles hold first, mapped to them. A scheduler
+    that runs is never unseated by a newcomer."""
+    taken: dict[str, str] = {}
+    for claim in mine:
+        for other in claims:
+            same_name = other.scheduler_name == claim.scheduler_name
+            if same_name and other.owner != claim.owner and other.rank < claim.rank:
+                taken[claim.scheduler_name] = other.owner
+    return taken
