@@ -7,6 +7,7 @@ and stops it at the end. With KUBEHERD_REUSE_CLUSTER=1 the tests use the cluster
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -71,18 +72,32 @@ def kubectl(local_cluster: LocalCluster, binaries: Binaries) -> Kubectl:
     return Kubectl(binaries.path("kubectl"), local_cluster.kubeconfig)
 
 
+@contextlib.contextmanager
+def temporary_namespace(core_v1: client.CoreV1Api, name: str) -> Iterator[str]:
+    core_v1.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        try:
+            core_v1.delete_namespace(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
 @pytest.fixture
 def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     """A namespace of the test's own, named after it, deleted afterwards."""
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"t-{slug}-{secrets.token_hex(3)}"
-    core_v1.create_namespace({"metadata": {"name": name}})
-    yield name
-    try:
-        core_v1.delete_namespace(name)
-    except ApiException as error:
-        if error.status != 404:
-            raise
+    with temporary_namespace(core_v1, f"t-{slug}-{secrets.token_hex(3)}") as name:
+        yield name
+
+
+@pytest.fixture
+def other_namespace(core_v1: client.CoreV1Api, namespace: str) -> Iterator[str]:
+    """A second namespace of the test, for what lives outside the first."""
+    with temporary_namespace(core_v1, f"{namespace[:50]}-b") as name:
+        yield name
 
 
 @pytest.fixture

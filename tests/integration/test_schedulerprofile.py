@@ -3,7 +3,6 @@ it (see schedulers.py: the configuration and ServiceAccount kubeherd made, as a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,18 +41,6 @@ def pod(name: str, scheduler: str | None = None, **spec: Any) -> dict[str, Any]:
     if scheduler:
         pod_spec["schedulerName"] = scheduler
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": pod_spec}
-
-
-@pytest.fixture
-def other_namespace(core_v1: client.CoreV1Api, namespace: str) -> Iterator[str]:
-    name = f"{namespace[:50]}-b"
-    core_v1.create_namespace({"metadata": {"name": name}})
-    yield name
-    try:
-        core_v1.delete_namespace(name)
-    except ApiException as error:
-        if error.status != 404:
-            raise
 
 
 def rolled_out(profiles: SchedulerProfiles, name: str) -> dict[str, Any]:
