@@ -25,15 +25,9 @@ from kubernetes.client.exceptions import ApiException
 from kubeherd.scheduler.config import CONFIG_KEY
 from kubeherd.scheduler.objects import OWNER_UID_LABEL
 from localcluster.cluster import LocalCluster
-from tests.helpers import REPO, eventually, free_port, service_account_kubeconfig
+from tests.helpers import eventually, free_port, service_account_kubeconfig
 
 GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "schedulerprofiles"
-
-
-def load_example(name: str) -> dict[str, Any]:
-    manifest: dict[str, Any] = yaml.safe_load((REPO / "examples" / name).read_text())
-    manifest["metadata"].pop("namespace", None)
-    return manifest
 
 
 def scheduler_profile(name: str, *profiles: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -139,8 +133,9 @@ class SchedulerProfiles:
             self.wait_until_gone(name, namespace)
 
 
-def owned_by_uid(api_client: client.ApiClient, uid: str) -> list[str]:
-    """Every object of a kind kubeherd makes for a SchedulerProfile that carries its uid."""
+def owned_versions(api_client: client.ApiClient, uid: str) -> dict[str, str]:
+    """Every object of a kind kubeherd makes for a SchedulerProfile that carries its uid, with
+    its resourceVersion."""
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     rbac = client.RbacAuthorizationV1Api(api_client)
     selector = f"{OWNER_UID_LABEL}={uid}"
@@ -152,11 +147,17 @@ def owned_by_uid(api_client: client.ApiClient, uid: str) -> list[str]:
         "RoleBinding": rbac.list_role_binding_for_all_namespaces,
         "ClusterRoleBinding": rbac.list_cluster_role_binding,
     }
-    return [
-        f"{kind} {item.metadata.namespace or ''}/{item.metadata.name}"
+    return {
+        f"{kind} {item.metadata.namespace or ''}/{item.metadata.name}": str(
+            item.metadata.resource_version
+        )
         for kind, listing in listings.items()
         for item in listing(label_selector=selector).items
-    ]
+    }
+
+
+def owned_by_uid(api_client: client.ApiClient, uid: str) -> list[str]:
+    return list(owned_versions(api_client, uid))
 
 
 class LocalScheduler:

@@ -14,12 +14,18 @@ from kubeherd.scheduler.config import CONFIG_KEY, configuration_hash
 from localcluster.nodes import fake_node_manifest
 from tests.helpers import OperatorProcess, TrackedFakeNodes, eventually
 from tests.integration.conftest import StartScheduler
-from tests.integration.daemonsets import WORKERS, DaemonSets, agent, target_node_of
+from tests.integration.daemonsets import (
+    WORKERS,
+    DaemonSets,
+    agent,
+    load_example,
+    target_node_of,
+)
 from tests.integration.schedulers import (
     SchedulerProfiles,
     condition,
-    load_example,
     owned_by_uid,
+    owned_versions,
     scheduled_by,
     scheduler_profile,
     wait_briefly,
@@ -495,20 +501,8 @@ def test_an_operator_restart_writes_nothing(
     uid = body["metadata"]["uid"]
 
     def versions() -> dict[str, str]:
-        core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
-        rbac = client.RbacAuthorizationV1Api(api_client)
-        found = {"sp": schedulerprofiles.get("steady")["metadata"]["resourceVersion"]}
-        selector = f"kubeherd.io/schedulerprofile-uid={uid}"
-        for listing in (
-            core.list_config_map_for_all_namespaces,
-            core.list_service_account_for_all_namespaces,
-            apps.list_deployment_for_all_namespaces,
-            rbac.list_role_for_all_namespaces,
-            rbac.list_role_binding_for_all_namespaces,
-            rbac.list_cluster_role_binding,
-        ):
-            for item in listing(label_selector=selector).items:
-                found[item.metadata.self_link or item.metadata.uid] = item.metadata.resource_version
+        found = owned_versions(api_client, uid)
+        found["sp"] = schedulerprofiles.get("steady")["metadata"]["resourceVersion"]
         found["events"] = str(len(schedulerprofiles.events("steady")))
         return found
 

@@ -661,18 +661,9 @@ class DaemonSetController:
     def _event(
         self, key: Key, state: DaemonSetState, type_: str, reason: str, message: str
     ) -> None:
-        """Post an Event in the background: a slow event must never hold up a rollout."""
         logger.info("%s/%s: %s: %s", *key, reason, message)
         if not self.events.allow(key, reason, self.clock()):
             return
-        task = asyncio.get_running_loop().create_task(
-            self.kube.post_event(
-                involved_object(state.body, KIND),
-                type_=type_,
-                reason=reason,
-                message=message,
-                action=reason,
-            )
+        self.kube.post_event_soon(
+            involved_object(state.body, KIND), type_=type_, reason=reason, message=message
         )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

@@ -121,6 +121,8 @@ class Kube:
         self._bucket = TokenBucket(limits.qps, limits.burst)
         self._slots = asyncio.Semaphore(max(1, limits.max_concurrent))
         self.limits = limits
+        # Events posted in the background; kept here so that they are not garbage-collected.
+        self._posting: set[asyncio.Task[Outcome]] = set()
 
     @classmethod
     async def connect(cls, limits: WriteLimits) -> Kube:
@@ -135,6 +137,7 @@ class Kube:
         return cls(k8s.ApiClient(configuration), limits)
 
     async def close(self) -> None:
+        await asyncio.gather(*self._posting, return_exceptions=True)
         await self._api_client.close()
 
     async def _write(self, call: Any, *args: Any, **kwargs: Any) -> Outcome:
@@ -326,6 +329,16 @@ class Kube:
             # An event that cannot be posted must never stop the reconciliation.
             logger.warning("could not post event %s: %s", reason, outcome.message)
         return outcome
+
+    def post_event_soon(
+        self, involved: dict[str, Any], *, type_: str, reason: str, message: str
+    ) -> None:
+        """Post an Event in the background: a slow event must never hold up a controller."""
+        task = asyncio.get_running_loop().create_task(
+            self.post_event(involved, type_=type_, reason=reason, message=message, action=reason)
+        )
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
 
 
 def _api_message(body: bytes, status: int) -> str:

@@ -404,21 +404,9 @@ class SchedulerProfileController:
 
     def _event(self, state: ProfileState, type_: str, reason: str, message: str) -> None:
         logger.info("%s/%s: %s: %s", *state_key(state), reason, message)
-        task = asyncio.get_running_loop().create_task(
-            self.kube.post_event(
-                involved_object(state.body, KIND),
-                type_=type_,
-                reason=reason,
-                message=message,
-                action=reason,
-            )
+        self.kube.post_event_soon(
+            involved_object(state.body, KIND), type_=type_, reason=reason, message=message
         )
-        _background.add(task)
-        task.add_done_callback(_background.discard)
-
-
-# Event posts run in the background; the set keeps them from being garbage-collected.
-_background: set[asyncio.Task[Any]] = set()
 
 
 def state_key(state: ProfileState) -> Key:
