@@ -169,6 +169,7 @@ class OperatorProcess:
         self.port = free_port()
         self.arguments = arguments
         self._process: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     def start(self) -> None:
         environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -186,6 +187,7 @@ class OperatorProcess:
             *self.arguments,
         ]
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO
@@ -202,6 +204,19 @@ class OperatorProcess:
                 return bool(response.status == 200)
         except OSError:
             return False
+
+    def output(self) -> str:
+        """What this process logged since its last start."""
+        with self.log.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as when a node dies under the operator."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
 
     def stop(self) -> None:
         if self._process is None:

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from kubeherd.kube.client import WriteLimits
+from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions
 
 
@@ -30,16 +31,25 @@ def _run(options: argparse.Namespace) -> int:
         ),
         max_create_backoff=options.max_create_backoff,
         scheduler_status_interval=options.scheduler_status_interval,
+        peering=PeeringOptions(options.peering, options.peering_lifetime)
+        if options.peering
+        else None,
+        namespaces=tuple(options.namespace or ()),
     )
     kopf.run(
-        # One instance per cluster (the chart runs one replica): no peering objects needed.
-        standalone=True,
+        # Without --peering this is the only instance (the chart's single replica): no peering
+        # objects needed. With it, Kopf pauses every replica but the highest-ranked one.
+        standalone=not options.peering,
+        peering_name=options.peering or None,
+        priority=operator_options.peering.priority if operator_options.peering else None,
         clusterwide=not options.namespace,
         namespaces=options.namespace or (),
         liveness_endpoint=options.liveness or None,
         memo=kopf.Memo(options=operator_options),
+        stop_flag=operator_options.demoted,
     )
-    return 0
+    # A replica that was outranked after it had been active exits non-zero, to be restarted.
+    return 1 if operator_options.demoted.is_set() else 0
 
 
 def _crds(options: argparse.Namespace) -> int:
@@ -183,6 +193,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="seconds between reads of each SchedulerProfile's Deployment and Lease "
         "(default: %(default)s)",
+    )
+    run.add_argument(
+        "--peering",
+        default="",
+        metavar="NAME",
+        help="run as one of several replicas, only the oldest live one active, coordinated by "
+        "Kopf's peering object NAME (created if missing; its CRD must exist); default: alone",
+    )
+    run.add_argument(
+        "--peering-lifetime",
+        type=int,
+        default=60,
+        help="seconds a replica counts as alive after its last renewal: the longest a standby "
+        "waits to take over from one that died (default: %(default)s)",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="log more")
     run.add_argument("--debug", action="store_true", help="log everything")

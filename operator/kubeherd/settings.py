@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 
 import kopf
 
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
+from kubeherd.peering import PeeringOptions
 
 
 @dataclass(frozen=True)
@@ -20,9 +22,19 @@ class OperatorOptions:
     max_create_backoff: float = 60.0
     # How often each SchedulerProfile's Deployment and Lease are read for its status (seconds).
     scheduler_status_interval: float = 5.0
+    # Active/standby replicas (`--peering`); None: this is the only instance (standalone).
+    peering: PeeringOptions | None = None
+    # The namespaces watched (`--namespace`); empty: all of them.
+    namespaces: tuple[str, ...] = ()
+    # Set when a peer outranks this replica after it has been active: the operator exits.
+    demoted: threading.Event = field(default_factory=threading.Event)
 
 
-def configure(settings: kopf.OperatorSettings) -> None:
+def configure(settings: kopf.OperatorSettings, peering: PeeringOptions | None = None) -> None:
+    if peering is not None:
+        # How long a replica's entry counts as alive without a renewal: the longest a standby
+        # waits to take over from a replica that died without removing its entry.
+        settings.peering.lifetime = peering.lifetime
     # Our own names on anything Kopf might write to objects we own (never to Nodes: the node
     # handlers are raw events and indices, which persist nothing).
     settings.persistence.finalizer = "kubeherd.io/finalizer"

@@ -20,7 +20,16 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
-from tests.helpers import REPO, Kubectl
+from localcluster.nodes import fake_node_manifest
+from tests.helpers import (
+    REPO,
+    Kubectl,
+    OperatorProcess,
+    TrackedFakeNodes,
+    eventually,
+    service_account_kubeconfig,
+)
+from tests.integration.daemonsets import FLUENTD, DaemonSets
 
 pytestmark = [pytest.mark.cluster]
 
@@ -77,6 +86,35 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["resources"]["limits"]["memory"] == "256Mi"
+
+
+def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> None:
+    def render(*values: str) -> list[dict[str, Any]]:
+        rendered = helm(binaries, "template", "kubeherd", str(CHART), *values).stdout
+        return [d for d in yaml.safe_load_all(rendered) if d]
+
+    def peering_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
+        (deployment,) = (d for d in documents if d["kind"] == "Deployment")
+        (role,) = (d for d in documents if d["kind"] == "ClusterRole")
+        return {
+            "strategy": deployment["spec"]["strategy"]["type"],
+            "args": [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                     if a.startswith("--peering")],
+            "rbac": [r["resources"] for r in role["rules"] if r["apiGroups"] == ["kopf.dev"]],
+            "crds": sorted(d["metadata"]["name"] for d in documents
+                           if d["kind"] == "CustomResourceDefinition"
+                           and d["spec"]["group"] == "kopf.dev"),
+        }  # fmt: skip
+
+    assert peering_parts(render()) == {"strategy": "Recreate", "args": [], "rbac": [], "crds": []}
+    assert peering_parts(render("--set", "replicaCount=3")) == {
+        "strategy": "RollingUpdate",
+        "args": ["--peering=kubeherd", "--peering-lifetime=60"],
+        "rbac": [["clusterkopfpeerings", "kopfpeerings"]],
+        "crds": ["clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"],
+    }
+    shared = render("--set", "replicaCount=2", "--set", "peering.installCRDs=false")
+    assert peering_parts(shared)["crds"] == []
 
 
 def test_a_mistyped_value_is_refused(binaries: Binaries) -> None:
@@ -182,3 +220,56 @@ def test_install_upgrade_and_uninstall_keep_the_crds(
         assert gone.value.status == 404
     for name in CRDS:
         extensions.read_custom_resource_definition(name)
+
+
+def test_two_peered_replicas_one_works_and_the_standby_takes_over(
+    binaries: Binaries, own_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The chart with replicaCount=2, and two `kubeherd run --peering` processes (kwok pods run
+    nothing, so the replicas run here, with a token of the chart's ServiceAccount)."""
+    kubeconfig = f"--kubeconfig={own_cluster.kubeconfig}"
+    api = config.new_client_from_config(config_file=str(own_cluster.kubeconfig))
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    helm(
+        binaries, kubeconfig, "upgrade", "--install", "kubeherd", str(CHART), "-n", "ha",
+        "--create-namespace", "--take-ownership", "--set", "replicaCount=2",
+        "--set", "peering.lifetime=10",
+    )  # fmt: skip
+    token = service_account_kubeconfig(own_cluster, core, "ha", "kubeherd", tmp_path)
+    peered = ("--peering=kubeherd", "--peering-lifetime=10")
+    first = OperatorProcess(own_cluster, name="replica-1", arguments=peered, kubeconfig=token)
+    second = OperatorProcess(own_cluster, name="replica-2", arguments=peered, kubeconfig=token)
+    nodes = TrackedFakeNodes(core)
+    core.create_namespace({"metadata": {"name": "agents"}})
+    try:
+        first.start()
+        eventually(lambda: "Active: no live replica" in first.output(), what="replica 1 active")
+        second.start()
+        eventually(lambda: "Standing by: replica" in second.output(), what="replica 2 waiting")
+        peering = custom.get_cluster_custom_object(
+            "kopf.dev", "v1", "clusterkopfpeerings", "kubeherd"
+        )
+        assert len(peering["status"]) == 2  # both replicas renew their entries
+
+        daemonsets = DaemonSets(custom, core, client.AppsV1Api(api), "agents")
+        daemonsets.create(FLUENTD)
+        (node,) = (n.metadata.name for n in core.list_node().items)
+        daemonsets.wait_for_nodes("fluentd-elasticsearch", {node})
+
+        created = "agents/fluentd-elasticsearch: SuccessfulCreate"
+        assert created in first.output()
+        assert "fluentd-elasticsearch" not in second.output()  # the standby did nothing
+
+        first.kill()  # no goodbye: replica 2 waits for replica 1's entry to expire
+        eventually(
+            lambda: "Active: no live replica" in second.output(), timeout=40, what="takeover"
+        )
+        nodes.create([fake_node_manifest("joined-after-takeover", zone="zone-a")])
+        daemonsets.wait_for_nodes("fluentd-elasticsearch", {node, "joined-after-takeover"})
+        assert created in second.output()
+    finally:
+        first.stop()
+        second.stop()
+        nodes.restore()
+        core.delete_namespace("agents")
+        helm(binaries, kubeconfig, "uninstall", "kubeherd", "-n", "ha", check=False)

@@ -23,3 +23,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kubeherd.serviceAccountName" -}}
 {{- default (include "kubeherd.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/* Several replicas: Kopf peering keeps one active. */}}
+{{- define "kubeherd.peered" -}}
+{{- if gt (int .Values.replicaCount) 1 -}}true{{- end -}}
+{{- end -}}

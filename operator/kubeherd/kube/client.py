@@ -218,6 +218,10 @@ class Kube:
             content_type=APPLY_PATCH,
         )
 
+    async def create_object(self, kind: Kind, manifest: Mapping[str, Any]) -> Outcome:
+        namespace = manifest["metadata"].get("namespace")
+        return await self._write(self._call, "POST", kind.path(namespace), body=dict(manifest))
+
     async def delete_object(
         self, kind: Kind, namespace: str | None, name: str, uid: str
     ) -> Outcome:
