@@ -15,11 +15,7 @@ from localcluster.nodes import fake_node_manifest
 from tests.helpers import OperatorProcess, TrackedFakeNodes, eventually
 from tests.integration.conftest import StartScheduler
 from tests.integration.daemonsets import (
-    WORKERS,
-    DaemonSets,
-    agent,
     load_example,
-    target_node_of,
 )
 from tests.integration.schedulers import (
     SchedulerProfiles,
@@ -271,26 +267,6 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
     schedulerprofiles.wait_for_event("elected", "LeaderElected", second_holder)
     core_v1.create_namespaced_pod(namespace, pod("after-takeover", elected))
     assert scheduled_by(core_v1, namespace, "after-takeover") == elected
-
-
-def test_a_customdaemonset_naming_the_profile_has_its_pods_bound_by_that_scheduler(
-    schedulerprofiles: SchedulerProfiles,
-    daemonsets: DaemonSets,
-    start_scheduler: StartScheduler,
-    namespace: str,
-    core_v1: client.CoreV1Api,
-) -> None:
-    scheduler = unique("daemons", namespace)
-    schedulerprofiles.create(scheduler_profile("daemons", {"schedulerName": scheduler}))
-    rolled_out(schedulerprofiles, "daemons")
-    start_scheduler("daemons")
-
-    daemonsets.create(agent("agent", schedulerName=scheduler))
-
-    pods = daemonsets.wait_for_nodes("agent", WORKERS)
-    assert {target_node_of(p) for p in pods} == WORKERS
-    for daemon_pod in pods:
-        assert scheduled_by(core_v1, namespace, daemon_pod.metadata.name) == scheduler
 
 
 def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_running(
