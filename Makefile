@@ -53,10 +53,11 @@ crds: deps ## Regenerate crds/ (and the chart's copy) from the pydantic models i
 	$(RUN) kubeherd crds schedulerprofiles > crds/schedulerprofiles.kubeherd.io.yaml
 	cp crds/*.yaml charts/kubeherd/files/crds/
 
+CLUSTER ?= local
+
 .PHONY: run
-run: cluster-up ## Apply the CRDs to the local cluster and run the operator in the foreground
-	.cluster/bin/kubectl --kubeconfig .cluster/kubeconfig apply --server-side -f crds/
-	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig $(RUN) kubeherd run --liveness=http://127.0.0.1:8080/healthz
+run: deps ## Quickstart: local cluster (or CLUSTER=current), CRDs and RBAC, examples/, operator in the foreground
+	@UV="$(UV)" CLUSTER="$(CLUSTER)" bash hack/run.sh
 
 IMAGE ?= kubeherd:$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

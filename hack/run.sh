@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `make run`: the quickstart. Starts the local control plane with fake nodes (or, with
+# CLUSTER=current, uses the current kubeconfig context), installs the chart's CRDs and RBAC,
+# applies examples/, prints what to try, and runs the operator in the foreground.
+#
+# Called by the Makefile with UV set; KUBEHERD_CLUSTER_DIR and NODES are honoured as by
+# `make cluster-up`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${UV:?run this through make run}"
+CLUSTER=${CLUSTER:-local}
+localcluster() { PYTHONPATH=hack "$UV" run --frozen python -m localcluster "$@"; }
+binary() { awk -v name="$1" '$1 == name {print $2}' <<<"$BINARIES"; }
+
+echo "==> Building (or finding) the control-plane binaries, kubectl and helm"
+BINARIES=$(localcluster build)
+KUBECTL=$(binary kubectl)
+HELM=$(binary helm)
+
+case "$CLUSTER" in
+  local)
+    echo "==> Starting the local control plane with ${NODES:-3} fake nodes"
+    localcluster up
+    CLUSTER_DIR=${KUBEHERD_CLUSTER_DIR:-.cluster}
+    export KUBECONFIG=$PWD/$CLUSTER_DIR/kubeconfig
+    [[ $CLUSTER_DIR = /* ]] && KUBECONFIG=$CLUSTER_DIR/kubeconfig
+    try_env="export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$KUBECONFIG")/bin:\$PATH"
+    # kwok pods run nothing: the SchedulerProfiles' scheduler pods never bind a pod here.
+    try_local="
+  kubectl label node worker-1 monitoring=enabled    # node-exporter starts on worker-1
+  kubectl get pods -n kube-system -l app=log-shipper   # Pending: see the README's Troubleshooting"
+    ;;
+  current)
+    context=$("$KUBECTL" config current-context) || {
+      echo "CLUSTER=current: no current kubeconfig context (KUBECONFIG, else ~/.kube/config)" >&2
+      exit 1
+    }
+    echo "==> Using the current kubeconfig context: $context"
+    try_env="# kubectl with your current context ($context)"
+    try_local=""
+    ;;
+  *)
+    echo "CLUSTER must be 'local' (the default) or 'current', not '$CLUSTER'" >&2
+    exit 2
+    ;;
+esac
+
+echo "==> Installing the chart's CRDs and RBAC (release kubeherd in kubeherd-system, 0 replicas:"
+echo "    the operator runs here, in the foreground)"
+"$HELM" upgrade --install kubeherd charts/kubeherd --namespace kubeherd-system \
+  --create-namespace --take-ownership --force-conflicts --set replicaCount=0 >/dev/null
+"$KUBECTL" wait --for=condition=Established --timeout=60s \
+  crd/customdaemonsets.kubeherd.io crd/schedulerprofiles.kubeherd.io >/dev/null
+
+echo "==> Applying examples/"
+"$KUBECTL" apply -f examples/
+
+cat <<EOF
+
+kubeherd runs below (Ctrl-C stops it; the cluster keeps running, \`make cluster-down\` stops it).
+In another terminal, try:
+
+  $try_env
+  kubectl get cds,sp -A
+  kubectl describe cds -n kube-system fluentd-elasticsearch
+  kubectl describe sp -n kube-system three-profiles
+  kubectl label node worker-1 monitoring=enabled    # node-exporter starts on worker-1
+  kubectl get events -n kube-system --field-selector involvedObject.kind=CustomDaemonSet
+  kubectl get pods -n kube-system -l app=log-shipper   # Pending: see the README's Troubleshooting
+
+EOF
+# No liveness endpoint: nothing probes a process in a terminal.
+exec "$UV" run --frozen kubeherd run --liveness=
