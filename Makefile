@@ -91,6 +91,20 @@ test: lint bins ## Lint, then every test against a local control plane the tests
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
 
+# make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).
+KIND_VERSION ?= v0.29.0
+KIND_NODE_IMAGE ?= kindest/node:v1.33.1
+KIND_OPERATOR_IMAGE ?= kubeherd:test-kind
+KUBECTL = $(shell $(LOCALCLUSTER) build 2>/dev/null | awk '$$1 == "kubectl" {print $$2}')
+
+.PHONY: test-kind
+test-kind: lint bins ## The end-to-end suite on a kind cluster from pytest-kind (needs Docker and internet)
+	@docker info >/dev/null 2>&1 || { echo "make test-kind needs a running Docker engine (docker info failed)" >&2; exit 1; }
+	$(MAKE) image IMAGE=$(KIND_OPERATOR_IMAGE)
+	KIND_VERSION=$(KIND_VERSION) KUBEHERD_KIND_OPERATOR_IMAGE=$(KIND_OPERATOR_IMAGE) \
+	  $(RUN) pytest tests/integration --on-kind --cluster-name=kubeherd-e2e \
+	  --kind-image=$(KIND_NODE_IMAGE) --kind-kubectl-bin=$(KUBECTL) $(PYTEST_ARGS)
+
 .PHONY: clean
 clean: cluster-down ## Stop the cluster and remove .cluster/ and caches in the tree
 	rm -rf .cluster .mypy_cache .ruff_cache .pytest_cache

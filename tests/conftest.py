@@ -3,6 +3,10 @@
 `local_cluster` starts one cluster per test session in `.cluster/pytest/` (logs in its `logs/`)
 and stops it at the end. With KUBEHERD_REUSE_CLUSTER=1 the tests use the cluster that
 `make cluster-up` left running in `.cluster/` instead, and leave it running.
+
+With `--on-kind` (`make test-kind`), the same suite runs on a kind cluster that pytest-kind
+makes: the operator image is loaded into it, the chart runs it as a real pod, and kwok runs here
+against the kind cluster for the fake nodes. Everything else only takes a kubeconfig.
 """
 
 from __future__ import annotations
@@ -16,18 +20,38 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.binaries import Binaries, ensure_binaries
-from localcluster.cluster import LocalCluster
+from localcluster.cluster import AttachedCluster, LocalCluster
 from tests.helpers import (
     REPO,
+    InClusterOperator,
     Kubectl,
+    Operator,
     OperatorProcess,
     TrackedFakeNodes,
     service_account_kubeconfig,
 )
+
+# Set by `make test-kind`: the operator image it built, to load into the kind cluster.
+KIND_OPERATOR_IMAGE = "KUBEHERD_KIND_OPERATOR_IMAGE"
+# Keeps kind's own (real) nodes out of the tests' node sets: no test pod tolerates it.
+REAL_NODE_TAINT = {"key": "kubeherd.io/not-a-test-node", "effect": "NoSchedule"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--on-kind",
+        action="store_true",
+        help="run on a kind cluster made by pytest-kind, the operator in a pod (make test-kind)",
+    )
+
+
+def on_kind(config: pytest.Config) -> bool:
+    return bool(config.getoption("--on-kind"))
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +60,10 @@ def binaries() -> Binaries:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(binaries: Binaries) -> Iterator[LocalCluster]:
+def local_cluster(binaries: Binaries, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    if on_kind(request.config):
+        yield from kind_cluster_with_fake_nodes(binaries, request)
+        return
     if os.environ.get("KUBEHERD_REUSE_CLUSTER") == "1":
         shared = LocalCluster(REPO / ".cluster", binaries)
         if not shared.is_up():
@@ -50,6 +77,55 @@ def local_cluster(binaries: Binaries) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.down()
+
+
+def kind_cluster_with_fake_nodes(
+    binaries: Binaries, request: pytest.FixtureRequest
+) -> Iterator[LocalCluster]:
+    image = os.environ.get(KIND_OPERATOR_IMAGE)
+    if not image:
+        pytest.fail(f"--on-kind needs {KIND_OPERATOR_IMAGE}: run it with `make test-kind`")
+    kind = request.getfixturevalue("kind_cluster")  # pytest-kind's: created once per session
+    kind.load_docker_image(image)
+    cluster = AttachedCluster(
+        REPO / ".cluster" / "pytest-kind", binaries, Path(kind.kubeconfig_path), nodes=3
+    )
+    cluster.up()
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    for node in core.list_node().items:
+        if "kwok.x-k8s.io/node" not in (node.metadata.annotations or {}):
+            taints = [t.to_dict() for t in node.spec.taints or []]
+            core.patch_node(node.metadata.name, {"spec": {"taints": [*taints, REAL_NODE_TAINT]}})
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def kind_chart_values(folder: Path) -> list[str]:
+    """helm arguments that run the loaded image on kind's real node (kwok pods run nothing)."""
+    repository, _, tag = os.environ[KIND_OPERATOR_IMAGE].rpartition(":")
+    values = {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "tolerations": [{"operator": "Exists"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "type", "operator": "NotIn", "values": ["kwok"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kind-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return [f"--values={path}"]
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +187,12 @@ RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
 
 
 @pytest.fixture(scope="session")
-def crds_installed(binaries: Binaries, local_cluster: LocalCluster, kubectl: Kubectl) -> None:
+def crds_installed(
+    binaries: Binaries,
+    local_cluster: LocalCluster,
+    kubectl: Kubectl,
+    request: pytest.FixtureRequest,
+) -> None:
     """The chart installed as a user would (`helm upgrade --install`): the CRDs, and the
     operator's ServiceAccount and ClusterRole, which the tests' operator runs as. It takes over
     CRDs that `make run` applied with kubectl. The chart's operator Deployment runs in a kwok
@@ -128,6 +209,7 @@ def crds_installed(binaries: Binaries, local_cluster: LocalCluster, kubectl: Kub
             "--create-namespace",
             "--take-ownership",
             "--force-conflicts",
+            *(kind_chart_values(local_cluster.folder) if on_kind(request.config) else []),
         ],
         check=True,
         capture_output=True,
@@ -150,10 +232,19 @@ def operator_kubeconfig(
 
 @pytest.fixture(scope="session")
 def operator(
-    local_cluster: LocalCluster, crds_installed: None, operator_kubeconfig: Path
-) -> Iterator[OperatorProcess]:
-    """`kubeherd run` as a real process against the cluster, for the whole session."""
-    process = OperatorProcess(local_cluster, name="kubeherd", kubeconfig=operator_kubeconfig)
+    local_cluster: LocalCluster,
+    crds_installed: None,
+    operator_kubeconfig: Path,
+    kubectl: Kubectl,
+    request: pytest.FixtureRequest,
+) -> Iterator[Operator]:
+    """`kubeherd run` as a real process against the cluster, for the whole session; on kind, the
+    chart's Deployment."""
+    process: Operator = (
+        InClusterOperator(kubectl, RELEASE_NAMESPACE, RELEASE)
+        if on_kind(request.config)
+        else OperatorProcess(local_cluster, name="kubeherd", kubeconfig=operator_kubeconfig)
+    )
     process.start()
     try:
         yield process

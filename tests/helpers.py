@@ -11,7 +11,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import yaml
@@ -228,3 +228,28 @@ class OperatorProcess:
             self._process.kill()
             self._process.wait()
         self._process = None
+
+
+class Operator(Protocol):
+    """The operator the session's tests run against: stopped and started by some tests."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class InClusterOperator:
+    """The chart's Deployment on a real cluster (`make test-kind`): stopped by scaling it to 0,
+    started by scaling it to 1 and waiting for the rollout."""
+
+    def __init__(self, kubectl: Kubectl, namespace: str, name: str) -> None:
+        self.kubectl = kubectl
+        self.deployment = ["-n", namespace, f"deployment/{name}"]
+
+    def start(self) -> None:
+        self.kubectl("scale", *self.deployment, "--replicas=1")
+        self.kubectl("rollout", "status", *self.deployment, "--timeout=180s")
+
+    def stop(self) -> None:
+        self.kubectl("scale", *self.deployment, "--replicas=0")
+        self.kubectl("rollout", "status", *self.deployment, "--timeout=180s")

@@ -403,6 +403,19 @@ class LocalCluster:
                 "--profiling=false",
             ],
         )
+        self._start_kwok(ports.kwok)
+        self._wait_until(
+            "kube-controller-manager", self._healthy(ports.controller_manager), "/healthz"
+        )
+        self._wait_until("kube-scheduler", self._healthy(ports.scheduler), "/healthz")
+        self._wait_for_kwok(ports.kwok)
+        self.report(
+            f"  controller-manager, scheduler and kwok up in {time.monotonic() - step:.1f}s"
+        )
+
+    def _start_kwok(self, port: int) -> None:
+        """kwok adopts only the nodes annotated as fake, so a real cluster's nodes are safe."""
+        kubeconfig = str(self.kubeconfig)
         stages = write_stages(self._binaries().kwok_stages, self.folder / "kwok-stages.yaml")
         self._start(
             "kwok",
@@ -413,24 +426,19 @@ class LocalCluster:
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--cidr={POD_CIDR}",
                 "--node-ip=10.0.0.1",
-                f"--server-address=127.0.0.1:{ports.kwok}",
+                f"--server-address=127.0.0.1:{port}",
                 "--node-lease-duration-seconds=40",
             ],
         )
-        self._wait_until(
-            "kube-controller-manager", self._healthy(ports.controller_manager), "/healthz"
-        )
-        self._wait_until("kube-scheduler", self._healthy(ports.scheduler), "/healthz")
+
+    def _wait_for_kwok(self, port: int) -> None:
         self._wait_until(
             "kwok",
             lambda: (
-                self._get(f"http://127.0.0.1:{ports.kwok}/healthz", client_cert=False, verify=False)
+                self._get(f"http://127.0.0.1:{port}/healthz", client_cert=False, verify=False)
                 == 200
             ),
             "/healthz",
-        )
-        self.report(
-            f"  controller-manager, scheduler and kwok up in {time.monotonic() - step:.1f}s"
         )
 
     def _write_kubeconfig(self, port: int, pki: Pki) -> None:
@@ -549,3 +557,38 @@ def running_cluster(cluster: LocalCluster, *, keep: bool = False) -> Iterator[Lo
     finally:
         if not keep:
             cluster.down()
+
+
+class AttachedCluster(LocalCluster):
+    """Fake nodes on a cluster that runs elsewhere (a kind cluster, for `make test-kind`): only
+    kwok runs here, with that cluster's kubeconfig, and adds the same default nodes."""
+
+    def __init__(
+        self,
+        folder: Path,
+        binaries: Binaries,
+        kubeconfig: Path,
+        *,
+        nodes: int = 3,
+        report: Report = _print_report,
+    ) -> None:
+        super().__init__(folder, binaries, nodes=nodes, report=report)
+        self.source_kubeconfig = kubeconfig
+
+    def is_up(self) -> bool:
+        return "kwok" in self.running_components()
+
+    def up(self) -> None:
+        self.down(quiet=True)
+        self._reset_folder()
+        shutil.copyfile(self.source_kubeconfig, self.kubeconfig)
+        self.kubeconfig.chmod(0o600)
+        (port,) = free_loopback_ports(1)
+        try:
+            self._start_kwok(port)
+            self._wait_for_kwok(port)
+            self._create_default_nodes()
+            self._wait_for_default_service_account()
+        except BaseException:
+            self.down(quiet=True)
+            raise

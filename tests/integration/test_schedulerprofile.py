@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kubeherd.scheduler.config import CONFIG_KEY, configuration_hash
 from localcluster.nodes import fake_node_manifest
-from tests.helpers import OperatorProcess, TrackedFakeNodes, eventually
+from tests.helpers import Operator, TrackedFakeNodes, eventually
 from tests.integration.conftest import StartScheduler
 from tests.integration.daemonsets import (
     load_example,
@@ -466,7 +466,7 @@ def test_a_deleted_deployment_is_made_again(
 
 def test_an_operator_restart_writes_nothing(
     schedulerprofiles: SchedulerProfiles,
-    operator: OperatorProcess,
+    operator: Operator,
     namespace: str,
     api_client: client.ApiClient,
 ) -> None:
