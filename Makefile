@@ -48,10 +48,11 @@ cluster-status: deps ## Show which control-plane processes run
 	$(LOCALCLUSTER) status
 
 .PHONY: crds
-crds: deps ## Regenerate crds/ (and the chart's copy) from the pydantic models in operator/kubeherd/api
+crds: deps ## Regenerate crds/, the chart's copy and docs/reference.md from the pydantic models
 	$(RUN) kubeherd crds customdaemonsets > crds/customdaemonsets.kubeherd.io.yaml
 	$(RUN) kubeherd crds schedulerprofiles > crds/schedulerprofiles.kubeherd.io.yaml
 	cp crds/*.yaml charts/kubeherd/files/crds/
+	$(RUN) kubeherd reference > docs/reference.md
 
 CLUSTER ?= local
 

@@ -63,6 +63,13 @@ def _crds(options: argparse.Namespace) -> int:
     return 0
 
 
+def _reference(options: argparse.Namespace) -> int:
+    from kubeherd.api.markdown import render_reference
+
+    sys.stdout.write(render_reference())
+    return 0
+
+
 def _rollout(options: argparse.Namespace) -> int:
     from kubeherd import rollouts
 
@@ -220,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="only these (customdaemonsets, schedulerprofiles); default: all",
     )
     crds.set_defaults(handler=_crds)
+    reference = commands.add_parser(
+        "reference", help="print the CRDs' field reference as Markdown (docs/reference.md)"
+    )
+    reference.set_defaults(handler=_reference)
     _add_rollout(commands)
     _add_render(commands)
     return parser
