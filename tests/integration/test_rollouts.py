@@ -295,6 +295,10 @@ def test_undo_brings_back_the_previous_template_and_status_waits_for_it(
     assert waited.stdout.splitlines()[-1] == 'customdaemonset "agent" successfully rolled out'
     assert {p.spec.containers[0].image for p in daemonsets.pods(name)} == {NEW_IMAGE_NAME}
 
+    # Long enough that the rollback outlasts the CLI's start-up, even on a loaded machine (a
+    # change of minReadySeconds alone makes no new revision).
+    daemonsets.patch_spec(name, {"minReadySeconds": 6})
+
     undone = kubeherd(local_cluster, "rollout", "undo", *resource)
 
     assert undone.returncode == 0, undone.stderr
