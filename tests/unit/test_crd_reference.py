@@ -59,6 +59,10 @@ def test_a_hand_made_schema_is_walked_depth_first_with_pipes_escaped() -> None:
     ]
     assert rows[1].description == "a \\| b"
     assert rows[1].default == "`1`"
+    assert (
+        walk({"type": "object", "default": {"on": True}}, "x", False).__next__().default
+        == '`{"on": true}`'
+    )
     assert rows[2].description == "At most 1 item."
     assert "Passed to Kubernetes as it is" in rows[4].description
     assert cell("two\n  lines") == "two lines"

@@ -3,6 +3,7 @@ so the documentation says exactly what the API server enforces and cannot drift 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,9 +96,10 @@ def _children(schema: Mapping[str, Any], path: str) -> Iterator[FieldRow]:
 
 
 def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    """A default as the user writes it in YAML/JSON, not as Python prints it."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(", ", ": "))
 
 
 def rules(schema: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
