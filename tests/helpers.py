@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pytest
-import yaml
 from kubernetes import client
 
 from localcluster.cluster import LocalCluster
@@ -131,19 +130,7 @@ def service_account_kubeconfig(
     the TokenRequest API as a pod's projected token would be."""
     request = {"spec": {"audiences": [], "expirationSeconds": 6 * 3600}}
     token = core.create_namespaced_service_account_token(account, namespace, request).status.token
-    cluster_entry = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": cluster_entry["cluster"]}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
-        "current-context": account,
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{namespace}.{account}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return cluster.token_kubeconfig(account, token, folder / f"{namespace}.{account}.kubeconfig")
 
 
 def free_port() -> int:

@@ -484,6 +484,24 @@ class LocalCluster:
         self.kubeconfig.write_text(json.dumps(config, indent=2) + "\n")
         self.kubeconfig.chmod(0o600)
 
+    def token_kubeconfig(self, account: str, token: str, path: Path) -> Path:
+        """A kubeconfig for this cluster that logs in with a bearer token (a ServiceAccount's)."""
+        import yaml  # kind writes YAML kubeconfigs, this cluster JSON (which is YAML too)
+
+        cluster_entry = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": cluster_entry}],
+            "users": [{"name": account, "user": {"token": token}}],
+            "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
+            "current-context": account,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        path.chmod(0o600)
+        return path
+
     def core_v1(self) -> object:
         from kubernetes import client, config
 

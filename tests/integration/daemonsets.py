@@ -83,8 +83,21 @@ class DaemonSets:
             GROUP, VERSION, self.namespace, PLURAL, name, {"spec": spec}
         )
 
-    def delete(self, name: str) -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+    def delete(self, name: str, propagation: str | None = None) -> None:
+        """Delete as `kubectl delete` does; `propagation` is its --cascade (Foreground, ...)."""
+        options = {"propagationPolicy": propagation} if propagation else None
+        self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, body=options
+        )
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.get(name)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     def pods(self, name: str) -> list[Any]:
         """The daemon pods of `name` that are not being deleted."""

@@ -286,6 +286,22 @@ def test_deleting_the_custom_daemonset_garbage_collects_its_pods(daemonsets: Dae
     eventually(lambda: not daemonsets.pods(name), what="the pods to be garbage-collected")
 
 
+def test_a_foreground_delete_is_left_to_the_garbage_collector(daemonsets: DaemonSets) -> None:
+    """`kubectl delete --cascade=foreground`: the CustomDaemonSet stays, marked for deletion,
+    while the garbage collector deletes its pods. Recreating them would fight the collector."""
+    name = daemonsets.create(agent())
+    daemonsets.wait_for_nodes(name, WORKERS)
+    created_before = len(daemonsets.events(name, "SuccessfulCreate"))
+
+    daemonsets.delete(name, propagation="Foreground")
+
+    eventually(lambda: not daemonsets.exists(name), what="the foreground delete to finish")
+    assert daemonsets.pods(name) == []
+    # Any pod recreated during the delete would have been announced within a second or two.
+    time.sleep(2)
+    assert len(daemonsets.events(name, "SuccessfulCreate")) == created_before
+
+
 @pytest.fixture
 def second_operator(
     local_cluster: LocalCluster, namespace: str, operator_kubeconfig: Path

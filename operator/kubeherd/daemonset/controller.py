@@ -162,6 +162,12 @@ class DaemonSetController:
 
     def daemonset_changed(self, body: Mapping[str, Any]) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        if body["metadata"].get("deletionTimestamp"):
+            # Being deleted, in the foreground or orphaning its pods: the garbage collector now
+            # owns the pods' fate, and a pod made now would fight it. The native controller
+            # also stops at a deletion timestamp.
+            self.daemonset_deleted(key)
+            return
         state = self._states.get(key)
         if state is None:
             state = DaemonSetState(body=body, create_backoff=Backoff(self.max_create_backoff))
