@@ -78,19 +78,26 @@ chart-lint: bins ## helm lint --strict and helm template of charts/kubeherd (mak
 
 .PHONY: fmt
 fmt: deps ## Format and auto-fix the Python code
-	$(RUN) ruff format operator hack tests
-	$(RUN) ruff check --fix operator hack tests
+	$(RUN) ruff format operator hack tests bench
+	$(RUN) ruff check --fix operator hack tests bench
 
 .PHONY: lint
 lint: deps ## ruff (lint and format check) and mypy --strict
-	$(RUN) ruff check operator hack tests
-	$(RUN) ruff format --check operator hack tests
+	$(RUN) ruff check operator hack tests bench
+	$(RUN) ruff format --check operator hack tests bench
 	$(RUN) mypy
 
 .PHONY: test
 test: lint bins ## Lint, then every test against a local control plane the tests start
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
+
+# make bench: arguments for `python -m bench`, e.g. BENCH_ARGS="--nodes 500 --runs 1 --only B1,B3".
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: bins ## Benchmarks vs the native DaemonSet (B1-B5, about 40 min); appends to docs/benchmarks.md
+	PYTHONPATH=hack:. $(RUN) python -m bench $(BENCH_ARGS)
 
 # make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).
 KIND_VERSION ?= v0.29.0

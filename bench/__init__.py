@@ -1,0 +1,1 @@
+"""Benchmarks of kubeherd against the native DaemonSet controller (`make bench`)."""

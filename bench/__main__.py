@@ -1,0 +1,213 @@
+"""`python -m bench`: kubeherd against the native DaemonSet controller on a local control plane
+with kwok nodes (`make bench`). It prints its progress, writes the results as JSON and a plot
+under bench/results/, and appends a section to docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.api import ApiError
+from bench.report import markdown, plot, summarize
+from bench.scenarios import REPO, Bench, Options
+from bench.workload import pod_template
+from kubeherd.kube.client import WriteLimits
+from localcluster.binaries import build_steps, ensure_binaries, versions_key
+from localcluster.cluster import LocalCluster
+
+ALL = ("B1", "B2", "B3", "B4", "B5")
+
+
+def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--nodes", type=int, default=1000, help="N for B1-B4 (default 1000)")
+    parser.add_argument("--runs", type=int, default=3, help="B1 runs per controller at N")
+    parser.add_argument(
+        "--growth",
+        default="100,1000,5000",
+        help="B5 sizes, comma-separated (default 100,1000,5000)",
+    )
+    parser.add_argument("--growth-runs", type=int, default=1, help="B1 runs at the other sizes")
+    parser.add_argument("--join", type=int, default=100, help="B2: nodes to add (default 100)")
+    parser.add_argument("--daemonsets", type=int, default=10, help="B4: CustomDaemonSets")
+    parser.add_argument("--idle", type=float, default=300, help="B4: idle seconds (default 300)")
+    parser.add_argument("--probe-concurrency", type=int, default=32, help="B3: requests at once")
+    parser.add_argument("--only", default=",".join(ALL), help="which benchmarks (default all)")
+    parser.add_argument(
+        "--operator-arg",
+        action="append",
+        default=[],
+        help="an extra `kubeherd run` flag, e.g. --operator-arg=--qps=100 (repeatable)",
+    )
+    parser.add_argument("--dir", type=Path, default=REPO / ".cluster" / "bench")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--no-docs", action="store_true", help="do not append to the docs")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    arguments = parser.parse_args(argv)
+    only = frozenset(part.strip().upper() for part in arguments.only.split(",") if part.strip())
+    if unknown := only - set(ALL):
+        parser.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
+    options = Options(
+        nodes=arguments.nodes,
+        runs=arguments.runs,
+        growth=tuple(int(size) for size in arguments.growth.split(",") if size.strip()),
+        growth_runs=arguments.growth_runs,
+        join=arguments.join,
+        daemonsets=arguments.daemonsets,
+        idle_seconds=arguments.idle,
+        probe_concurrency=arguments.probe_concurrency,
+        operator_arguments=tuple(arguments.operator_arg),
+        only=only,
+    )
+    return options, arguments
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    memory_kib = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    return (
+        f"{os.cpu_count()} cores of {model}, {memory_kib / 1024 / 1024:.0f} GiB, "
+        f"Linux {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def commit() -> str:
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
+    )
+    return described.stdout.strip() or "unknown"
+
+
+def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
+    limits = WriteLimits()
+    return {
+        "started": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "kubeherd_commit": commit(),
+        "machine": machine(),
+        "versions": versions_key(build_steps()).replace("_", ", ").replace("-v", " v"),
+        "operator_arguments": list(options.operator_arguments),
+        "kubeherd_settings": f"defaults: --qps={limits.qps:g} --burst={limits.burst} "
+        f"--max-concurrent-writes={limits.max_concurrent}",
+        "native_settings": "kube-controller-manager defaults: --kube-api-qps=20 "
+        "--kube-api-burst=30, --concurrent-daemonset-syncs=2, its own ServiceAccount",
+        "workload": "one pause container requesting 10m CPU and 16Mi, tolerating every taint "
+        "(as kube-proxy and CNI agents do), so every node is eligible; "
+        "kube-scheduler binds the pods (default QPS 50, burst 100) and kwok marks them Running",
+        "template": pod_template("<name>"),
+        "runs": options.runs,
+        "growth_runs": options.growth_runs,
+        "options": {
+            k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(options).items()
+        },
+        "plot": plot_path,
+    }
+
+
+def report(message: str) -> None:
+    print(message, flush=True)
+
+
+async def run(bench: Bench, options: Options, save: Any) -> None:
+    sizes = sorted(set(options.growth if "B5" in options.only else ()) | {options.nodes})
+    await bench.set_up()
+    for size in sizes:
+        try:
+            if size == options.nodes:
+                if options.only & {"B1", "B5"}:
+                    await bench.rollouts(size, options.runs)
+                    save()
+                if "B3" in options.only:
+                    await bench.limit()
+                    save()
+                if "B4" in options.only:
+                    await bench.cost()
+                    save()
+                if "B2" in options.only:
+                    await bench.grow_to(size)
+                    await bench.join()
+                    save()
+            else:
+                await bench.rollouts(size, options.growth_runs)
+                save()
+        except (TimeoutError, ApiError) as error:
+            if size <= options.nodes:
+                raise
+            # The largest size is the one a small machine may not hold: keep what was measured.
+            report(f"B5 at {size} nodes did not finish: {error}")
+            bench.results.rollouts = [r for r in bench.results.rollouts if r["nodes"] != size]
+            save()
+            break
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, arguments = parse(argv)
+    started = time.monotonic()
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    arguments.results.mkdir(parents=True, exist_ok=True)
+    json_path = arguments.results / f"{stamp}.json"
+    binaries = ensure_binaries()
+    cluster = LocalCluster(arguments.dir, binaries, nodes=min((*options.growth, options.nodes)))
+    report(f"starting a fresh local cluster in {cluster.folder}")
+    cluster.down(quiet=True)
+    cluster.up()
+    bench = Bench(options, cluster, binaries, report)
+
+    def save() -> None:
+        document = {"meta": meta(options, None), **asdict(bench.results)}
+        json_path.write_text(json.dumps(document, indent=1) + "\n")
+
+    try:
+        asyncio.run(_run_and_tear_down(bench, options, save))
+    finally:
+        if not arguments.keep:
+            cluster.down()
+    document = json.loads(json_path.read_text())
+    summary = summarize(document, options.nodes)
+    has_both = all(
+        controller in summary["rollouts"].get(str(options.nodes), {})
+        for controller in ("kubeherd", "native")
+    )
+    if has_both:
+        plot_path = arguments.results / f"{stamp}-rollout-{options.nodes}.png"
+        plot(document, options.nodes, plot_path)
+        document["meta"]["plot"] = os.path.relpath(plot_path, arguments.docs.parent)
+    document["summary"] = summary
+    json_path.write_text(json.dumps(document, indent=1) + "\n")
+    section = markdown(document, summary)
+    print("\n" + section)
+    if not arguments.no_docs:
+        with arguments.docs.open("a") as docs:
+            docs.write("\n" + section)
+        report(f"appended to {arguments.docs}")
+    report(f"results in {json_path}; {time.monotonic() - started:.0f}s in all")
+    return 0
+
+
+async def _run_and_tear_down(bench: Bench, options: Options, save: Any) -> None:
+    try:
+        await run(bench, options, save)
+    finally:
+        await bench.tear_down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

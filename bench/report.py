@@ -1,0 +1,236 @@
+"""Results into words and pictures: the summary figures, a markdown section for
+docs/benchmarks.md, and a plot of rollout progress. `summarize` and `markdown` are pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.stats import growth_exponent, median
+
+KUBEHERD, NATIVE = "kubeherd", "native"
+NAMES = {KUBEHERD: "kubeherd", NATIVE: "native DaemonSet"}
+# The issue's goals, for tuning: what the summary compares against.
+GOALS = {
+    "rollout_ratio": 0.5,
+    "join_p99_seconds": 1.0,
+    "limit_percent": 70.0,
+    "peak_rss_mib": 250.0,
+    "idle_writes": 0,
+}
+
+
+def _runs(results: Mapping[str, Any], controller: str, nodes: int) -> list[Mapping[str, Any]]:
+    return [
+        run
+        for run in results.get("rollouts", [])
+        if run["controller"] == controller and run["nodes"] == nodes
+    ]
+
+
+def median_run(results: Mapping[str, Any], controller: str, nodes: int) -> Mapping[str, Any]:
+    """The run whose time to all pods created is the median one (the lower of two middles)."""
+    runs = sorted(_runs(results, controller, nodes), key=lambda run: run["all_created"])
+    if not runs:
+        raise ValueError(f"no {controller} rollout at {nodes} nodes")
+    return runs[(len(runs) - 1) // 2]
+
+
+def summarize(results: Mapping[str, Any], nodes: int) -> dict[str, Any]:
+    """Medians per size and controller, and the figures the goals are stated in."""
+    sizes = sorted({run["nodes"] for run in results.get("rollouts", [])})
+    rollouts: dict[str, dict[str, dict[str, float]]] = {}
+    for size in sizes:
+        rollouts[str(size)] = {}
+        for controller in (KUBEHERD, NATIVE):
+            runs = _runs(results, controller, size)
+            if runs:
+                rollouts[str(size)][controller] = {
+                    "runs": len(runs),
+                    "all_created": median([run["all_created"] for run in runs]),
+                    "all_running": median([run["all_running"] for run in runs]),
+                    "pods": runs[0]["pods"],
+                }
+    summary: dict[str, Any] = {"nodes": nodes, "rollouts": rollouts}
+    at_n = rollouts.get(str(nodes), {})
+    if KUBEHERD in at_n and NATIVE in at_n:
+        ours, theirs = at_n[KUBEHERD], at_n[NATIVE]
+        summary["rollout_ratio"] = ours["all_created"] / theirs["all_created"]
+        summary["running_ratio"] = ours["all_running"] / theirs["all_running"]
+        summary["kubeherd_rate"] = ours["pods"] / ours["all_created"]
+    limit = results.get("limit") or {}
+    if limit and "kubeherd_rate" in summary:
+        summary["limit_percent"] = 100 * summary["kubeherd_rate"] / limit["rate"]
+    growth: dict[str, float] = {}
+    for controller in (KUBEHERD, NATIVE):
+        points = [(int(size), r[controller]) for size, r in rollouts.items() if controller in r]
+        if len(points) >= 2:
+            growth[controller] = growth_exponent(
+                [size for size, _ in points], [r["all_created"] for _, r in points]
+            )
+    summary["growth_exponent"] = growth
+    return summary
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s"
+
+
+def _goal(met: bool) -> str:
+    return "met" if met else "missed"
+
+
+def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+    """A section for docs/benchmarks.md: the setting, then one table per benchmark."""
+    meta = results["meta"]
+    nodes = summary["nodes"]
+    lines = [
+        f"## {meta['started']} — {meta['kubeherd_commit']}",
+        "",
+        f"- Machine: {meta['machine']}",
+        f"- Versions: {meta['versions']}",
+        f"- kubeherd: `kubeherd run {' '.join(meta['operator_arguments'])}`".rstrip()
+        + f" ({meta['kubeherd_settings']})",
+        f"- Native controller: {meta['native_settings']}",
+        f"- Workload: {meta['workload']}",
+        f"- Runs: {meta['runs']} per controller at {nodes} nodes, "
+        f"{meta['growth_runs']} at the other sizes; times are medians.",
+        "",
+        "### B1 rollout and B5 growth",
+        "",
+        "| nodes | controller | runs | all pods created | all pods Running |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for size, by_controller in summary["rollouts"].items():
+        for controller, figures in by_controller.items():
+            lines.append(
+                f"| {size} | {NAMES[controller]} | {figures['runs']} | "
+                f"{_seconds(figures['all_created'])} | {_seconds(figures['all_running'])} |"
+            )
+    lines.append("")
+    if "rollout_ratio" in summary:
+        ratio = summary["rollout_ratio"]
+        lines.append(
+            f"Ratio kubeherd / native at {nodes} nodes: **{ratio:.2f}** to all pods created "
+            f"(goal {GOALS['rollout_ratio']}: {_goal(ratio <= GOALS['rollout_ratio'])}), "
+            f"{summary['running_ratio']:.2f} to all Running."
+        )
+    growth = summary.get("growth_exponent") or {}
+    if growth:
+        exponents = ", ".join(f"{NAMES[c]} {e:.2f}" for c, e in growth.items())
+        lines.append(
+            f"Growth of the time to all pods created, as the exponent k in time ∝ nodes^k "
+            f"(1 is linear): {exponents}."
+        )
+    join = results.get("join") or {}
+    if join:
+        lines += [
+            "",
+            f"### B2 node join: {join['nodes']} nodes added to {join['existing_nodes']}",
+            "",
+            "| controller | node created → pod created, p50 | p99 | max |",
+            "|---|---:|---:|---:|",
+        ]
+        for controller in (KUBEHERD, NATIVE):
+            figures = join[controller]
+            lines.append(
+                f"| {NAMES[controller]} | {figures['p50'] * 1000:.0f} ms | "
+                f"{figures['p99'] * 1000:.0f} ms | {figures['max'] * 1000:.0f} ms |"
+            )
+        p99 = join[KUBEHERD]["p99"]
+        lines.append("")
+        lines.append(
+            f"kubeherd p99 {p99 * 1000:.0f} ms "
+            f"(goal {GOALS['join_p99_seconds'] * 1000:.0f} ms: "
+            f"{_goal(p99 <= GOALS['join_p99_seconds'])})."
+        )
+    limit = results.get("limit") or {}
+    if limit:
+        lines += [
+            "",
+            "### B3 the API server's limit",
+            "",
+            f"{limit['pods']} pods created by a client that does nothing else, "
+            f"{limit['concurrency']} requests at a time: {_seconds(limit['seconds'])}, "
+            f"**{limit['rate']:.0f} pods/s**.",
+        ]
+        if "limit_percent" in summary:
+            percent = summary["limit_percent"]
+            lines.append(
+                f"kubeherd's rollout at {nodes} nodes: {summary['kubeherd_rate']:.0f} pods/s, "
+                f"**{percent:.0f} %** of it (goal {GOALS['limit_percent']:.0f} %: "
+                f"{_goal(percent >= GOALS['limit_percent'])})."
+            )
+    cost = results.get("cost") or {}
+    if cost:
+        idle = cost["idle_requests"]
+        lines += [
+            "",
+            f"### B4 cost: {cost['daemonsets']} CustomDaemonSets on {cost['nodes']} nodes "
+            f"({cost['pods']} pods)",
+            "",
+            "| measure | value |",
+            "|---|---:|",
+            f"| peak RSS (VmHWM) | {cost['peak_rss_mib']:.0f} MiB |",
+            f"| peak RSS after start-up, before any CustomDaemonSet "
+            f"| {cost['peak_rss_after_start_mib']:.0f} MiB |",
+            f"| CPU to start (initial listing) | {cost['cpu_seconds_start']:.1f} s |",
+            f"| CPU for the rollout ({_seconds(cost['rollout_seconds'])}) "
+            f"| {cost['cpu_seconds_rollout']:.1f} s |",
+            f"| CPU while idle ({cost['idle_seconds']:.0f} s) | {cost['cpu_seconds_idle']:.1f} s |",
+        ]
+        rollout_requests = cost["rollout_requests"]
+        lines.append(
+            f"| requests for the rollout, kubeherd: writes / reads "
+            f"| {rollout_requests['writes']} / {rollout_requests['reads']} |"
+        )
+        for label, name in ((KUBEHERD, "kubeherd"), (NATIVE, "native DaemonSet controller")):
+            requests = idle[label]
+            lines.append(
+                f"| requests while idle, {name}: writes / reads "
+                f"| {requests['writes']} / {requests['reads']} |"
+            )
+        rss_met = cost["peak_rss_mib"] <= GOALS["peak_rss_mib"]
+        writes_met = idle[KUBEHERD]["writes"] == GOALS["idle_writes"]
+        lines += [
+            "",
+            f"Goals: peak RSS {GOALS['peak_rss_mib']:.0f} MiB or less: {_goal(rss_met)}; "
+            f"no writes while idle: {_goal(writes_met)}.",
+        ]
+    if meta.get("plot"):
+        lines += ["", f"![Rollout progress at {nodes} nodes]({meta['plot']})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: Mapping[str, Any], nodes: int, path: Path) -> None:
+    """Pods created (solid) and Running (dashed) against seconds, for the median run of each
+    controller at `nodes` nodes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=110)
+    for controller, colour in ((KUBEHERD, "tab:blue"), (NATIVE, "tab:orange")):
+        run = median_run(results, controller, nodes)
+        for key, style, what in (("created_at", "-", "created"), ("running_at", "--", "Running")):
+            times = [0.0, *run[key]]
+            counts = list(range(len(times)))
+            axes.step(
+                times,
+                counts,
+                where="post",
+                linestyle=style,
+                color=colour,
+                label=f"{NAMES[controller]}: pods {what}",
+            )
+    axes.set_xlabel("seconds since the DaemonSet was created")
+    axes.set_ylabel("pods")
+    axes.set_title(f"Rollout to {nodes} nodes (median run of each)")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)

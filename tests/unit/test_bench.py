@@ -1,0 +1,207 @@
+"""The benchmarks' pure parts: statistics, per-client request counts, the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.clients import (
+    NATIVE_DAEMONSET,
+    WRITE_VERBS,
+    dispatched_by_schema,
+    flow_schemas,
+    kubeherd_client,
+    requests_between,
+)
+from bench.report import markdown, median_run, plot, summarize
+from bench.stats import delays, growth_exponent, median, percentile, rollout
+from bench.workload import custom_daemonset, native_daemonset, pinned_pod
+from kubeherd.daemonset.pods import target_node
+
+
+def test_percentile_is_a_measured_value_by_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.99) == 99.0
+    assert percentile([3.0, 1.0, 2.0], 0.99) == 3.0
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+
+
+def test_median_of_odd_and_even_counts() -> None:
+    assert median([5.0, 1.0, 3.0]) == 3.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
+
+
+def test_a_rollout_is_measured_from_its_start_and_must_have_finished() -> None:
+    result = rollout(100.0, [101.0, 100.5, 102.0], [103.0, 101.5, 104.0])
+    assert result.pods == 3
+    assert result.all_created == 2.0
+    assert result.all_running == 4.0
+    assert result.created_at == (0.5, 1.0, 2.0)
+    assert result.create_rate == 1.5
+    with pytest.raises(ValueError, match="never seen Running"):
+        rollout(0.0, [1.0, 2.0], [3.0, None])
+
+
+def test_delays_pair_up_keys_present_on_both_sides() -> None:
+    assert delays({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 1.5, "b": 4.0}) == [0.5, 2.0]
+
+
+def test_growth_exponent_tells_linear_from_quadratic() -> None:
+    assert growth_exponent([100, 1000, 5000], [1.0, 10.0, 50.0]) == pytest.approx(1.0)
+    assert growth_exponent([100, 1000], [1.0, 100.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="differ"):
+        growth_exponent([100, 100], [1.0, 2.0])
+
+
+DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
+METRICS = "\n".join(
+    [
+        f"# TYPE {DISPATCHED} counter",
+        f'{DISPATCHED}{{flow_schema="bench-kubeherd-reads",priority_level="workload-low"}} 120',
+        f'{DISPATCHED}{{flow_schema="bench-kubeherd-writes",priority_level="workload-low"}} 1007',
+        f'{DISPATCHED}{{flow_schema="global-default",priority_level="global-default"}} 3',
+        'apiserver_flowcontrol_current_inqueue_requests{flow_schema="bench-kubeherd-writes"} 9',
+        'apiserver_request_total{code="201",verb="POST"} 5000',
+    ]
+)
+
+
+def test_dispatched_requests_are_read_per_flow_schema() -> None:
+    assert dispatched_by_schema(METRICS) == {
+        "bench-kubeherd-reads": 120.0,
+        "bench-kubeherd-writes": 1007.0,
+        "global-default": 3.0,
+    }
+
+
+def test_requests_between_two_scrapes_count_one_clients_growth() -> None:
+    client = kubeherd_client("kubeherd-system", "kubeherd")
+    before = {"bench-kubeherd-writes": 1007.0, "bench-kubeherd-reads": 120.0}
+    after = {"bench-kubeherd-writes": 1007.0, "bench-kubeherd-reads": 124.0}
+    counted = requests_between(client, before, after)
+    assert (counted.writes, counted.reads) == (0, 4)
+    # A client never seen has made no requests, not an error.
+    assert requests_between(NATIVE_DAEMONSET, before, after).writes == 0
+
+
+def test_flow_schemas_match_writes_first_and_keep_the_clients_priority_level() -> None:
+    writes, reads = flow_schemas(kubeherd_client("kubeherd-system", "kubeherd"), 10)
+    assert writes["spec"]["matchingPrecedence"] < reads["spec"]["matchingPrecedence"]
+    assert writes["spec"]["rules"][0]["resourceRules"][0]["verbs"] == list(WRITE_VERBS)
+    assert reads["spec"]["rules"][0]["resourceRules"][0]["verbs"] == ["*"]
+    for schema in (writes, reads):
+        assert schema["spec"]["priorityLevelConfiguration"] == {"name": "workload-low"}
+        subject = schema["spec"]["rules"][0]["subjects"][0]["serviceAccount"]
+        assert subject == {"name": "kubeherd", "namespace": "kubeherd-system"}
+
+
+def test_both_controllers_get_the_same_pod_template() -> None:
+    ours, native = custom_daemonset("w"), native_daemonset("w")
+    assert ours["spec"] == native["spec"]
+    assert (ours["kind"], native["kind"]) == ("CustomDaemonSet", "DaemonSet")
+    pod = pinned_pod("w", "worker-7")
+    assert target_node(pod) == "worker-7"
+    assert pod["spec"]["containers"] == ours["spec"]["template"]["spec"]["containers"]
+
+
+def run(controller: str, nodes: int, number: int, created: float, running: float) -> dict[str, Any]:
+    steps = [created * (i + 1) / nodes for i in range(nodes)]
+    return {
+        "controller": controller,
+        "nodes": nodes,
+        "run": number,
+        "pods": nodes,
+        "all_created": created,
+        "all_running": running,
+        "created_at": steps,
+        "running_at": [min(running, t + running - created) for t in steps],
+    }
+
+
+def results() -> dict[str, Any]:
+    return {
+        "meta": {
+            "started": "2026-11-23 10:00 UTC",
+            "kubeherd_commit": "abc1234",
+            "machine": "2 cores",
+            "versions": "kubernetes v1.37.2",
+            "operator_arguments": [],
+            "kubeherd_settings": "defaults",
+            "native_settings": "defaults",
+            "workload": "pause",
+            "runs": 3,
+            "growth_runs": 1,
+            "plot": "results/x.png",
+        },
+        "rollouts": [
+            run("kubeherd", 10, 1, 2.0, 3.0),
+            run("kubeherd", 10, 2, 4.0, 5.0),
+            run("kubeherd", 10, 3, 3.0, 4.0),
+            run("native", 10, 1, 10.0, 10.0),
+            run("native", 10, 2, 8.0, 8.0),
+            run("native", 10, 3, 9.0, 9.0),
+            run("kubeherd", 100, 1, 30.0, 31.0),
+            run("native", 100, 1, 90.0, 90.0),
+        ],
+        "join": {
+            "nodes": 5,
+            "existing_nodes": 10,
+            "kubeherd": {"p50": 0.2, "p99": 0.4, "max": 0.4, "delays": []},
+            "native": {"p50": 0.8, "p99": 1.5, "max": 1.5, "delays": []},
+        },
+        "limit": {"pods": 10, "concurrency": 32, "seconds": 2.0, "rate": 5.0},
+        "cost": {
+            "daemonsets": 10,
+            "nodes": 10,
+            "pods": 100,
+            "rollout_seconds": 12.0,
+            "peak_rss_mib": 300.0,
+            "peak_rss_after_start_mib": 100.0,
+            "cpu_seconds_start": 1.0,
+            "cpu_seconds_rollout": 5.0,
+            "cpu_seconds_idle": 0.2,
+            "idle_seconds": 300.0,
+            "idle_requests": {
+                "kubeherd": {"writes": 0, "reads": 2},
+                "native": {"writes": 0, "reads": 0},
+            },
+            "rollout_requests": {"writes": 120, "reads": 3},
+        },
+    }
+
+
+def test_the_summary_takes_medians_and_states_the_goals_figures() -> None:
+    summary = summarize(results(), 10)
+    assert summary["rollouts"]["10"]["kubeherd"]["all_created"] == 3.0
+    assert summary["rollouts"]["10"]["native"]["all_created"] == 9.0
+    assert summary["rollout_ratio"] == pytest.approx(3.0 / 9.0)
+    assert summary["kubeherd_rate"] == pytest.approx(10 / 3.0)
+    assert summary["limit_percent"] == pytest.approx(100 * (10 / 3.0) / 5.0)
+    # 10 -> 100 nodes: 3 s -> 30 s is linear, 9 s -> 90 s too.
+    assert summary["growth_exponent"]["kubeherd"] == pytest.approx(1.0)
+    assert summary["growth_exponent"]["native"] == pytest.approx(1.0)
+    assert median_run(results(), "kubeherd", 10)["run"] == 3
+
+
+def test_the_markdown_shows_each_benchmark_and_which_goals_were_missed() -> None:
+    document = results()
+    text = markdown(document, summarize(document, 10))
+    assert "| 10 | kubeherd | 3 | 3.0 s | 4.0 s |" in text
+    assert "| 100 | native DaemonSet | 1 | 90.0 s | 90.0 s |" in text
+    assert "**0.33** to all pods created (goal 0.5: met)" in text
+    assert "p99 400 ms (goal 1000 ms: met)" in text
+    assert "**67 %** of it (goal 70 %: missed)" in text
+    assert "peak RSS 250 MiB or less: missed; no writes while idle: met" in text
+    assert "| requests while idle, kubeherd: writes / reads | 0 / 2 |" in text
+    assert "![Rollout progress at 10 nodes](results/x.png)" in text
+
+
+def test_the_plot_is_a_png(tmp_path: Path) -> None:
+    path = tmp_path / "rollout.png"
+    plot(results(), 10, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 10_000
