@@ -182,8 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="http://0.0.0.0:8080/healthz",
         help="liveness endpoint URL (default: %(default)s; empty to disable)",
     )
-    run.add_argument("--qps", type=float, help="client-side write rate limit (default: 50)")
-    run.add_argument("--burst", type=int, help="client-side write burst (default: 100)")
+    run.add_argument(
+        "--qps",
+        type=float,
+        help="client-side write rate limit; 0 (default) leaves pacing to the API server's "
+        "priority and fairness",
+    )
+    run.add_argument("--burst", type=int, help="client-side write burst, with --qps (default: 100)")
     run.add_argument(
         "--max-concurrent-writes", type=int, help="writes in flight at once (default: 16)"
     )

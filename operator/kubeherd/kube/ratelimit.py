@@ -1,8 +1,8 @@
 """A client-side token bucket, like client-go's flowcontrol limiter, for asyncio.
 
-Kopf has no QPS limiter of its own. Without one, a rollout to thousands of nodes would fire
-thousands of requests at once and be throttled (429) by the API server's priority and fairness,
-hurting every other client on the cluster.
+Off by default: the API server's priority and fairness paces kubeherd (see kube.client). It is
+there for whoever wants a hard ceiling on kubeherd's writes (`kubeherd run --qps`), for instance
+on an API server without priority and fairness. Kopf has no QPS limiter of its own.
 """
 
 from __future__ import annotations
