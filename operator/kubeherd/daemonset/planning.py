@@ -87,7 +87,8 @@ class NodeRecord:
     @property
     def oldest_pod(self) -> PodInfo | None:
         # With several pods on a node, the oldest decides the status, as in the native controller.
-        return _oldest(self.pods)
+        # One pod is by far the most common case, and the status sums up every node's.
+        return self.pods[0] if len(self.pods) == 1 else _oldest(self.pods)
 
 
 @dataclass(frozen=True)
