@@ -49,6 +49,11 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         default=[],
         help="an extra `kubeherd run` flag, e.g. --operator-arg=--qps=100 (repeatable)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="record kubeherd with py-spy during its first rollout at N nodes",
+    )
     parser.add_argument("--dir", type=Path, default=REPO / ".cluster" / "bench")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md")
@@ -164,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
     arguments.results.mkdir(parents=True, exist_ok=True)
     json_path = arguments.results / f"{stamp}.json"
+    if arguments.profile:
+        options.profile = arguments.results / f"{stamp}-kubeherd-profile.folded"
     binaries = ensure_binaries()
     cluster = LocalCluster(arguments.dir, binaries, nodes=min((*options.growth, options.nodes)))
     report(f"starting a fresh local cluster in {cluster.folder}")

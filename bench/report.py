@@ -198,6 +198,17 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
             f"Goals: peak RSS {GOALS['peak_rss_mib']:.0f} MiB or less: {_goal(rss_met)}; "
             f"no writes while idle: {_goal(writes_met)}.",
         ]
+    profile = results.get("profile") or {}
+    if profile:
+        lines += [
+            "",
+            f"### Where kubeherd's CPU goes (py-spy, {profile['samples']} samples, rollout to "
+            f"{profile['nodes']} nodes)",
+            "",
+            "| share, callees included | function |",
+            "|---:|---|",
+            *(f"| {share:.1f} % | `{function}` |" for share, function in profile["top"][:15]),
+        ]
     if meta.get("plot"):
         lines += ["", f"![Rollout progress at {nodes} nodes]({meta['plot']})"]
     return "\n".join(lines) + "\n"

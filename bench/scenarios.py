@@ -21,6 +21,7 @@ from bench.clients import (
     requests_between,
 )
 from bench.operator import OperatorProcess
+from bench.profile import Profiler, folded_summary
 from bench.stats import Rollout, delays, percentile, rollout
 from bench.tracking import NodeTracker, PodTracker
 from bench.workload import (
@@ -61,6 +62,8 @@ class Options:
     idle_seconds: float = 300.0
     probe_concurrency: int = 32
     operator_arguments: tuple[str, ...] = ()
+    # Record the operator with py-spy during the first kubeherd rollout at `nodes`.
+    profile: Path | None = None
     only: frozenset[str] = frozenset({"B1", "B2", "B3", "B4", "B5"})
 
 
@@ -70,6 +73,7 @@ class Results:
     join: dict[str, Any] = field(default_factory=dict)
     limit: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)
 
 
 def controller_kind(controller: str) -> tuple[str, Callable[[str], Json]]:
@@ -130,7 +134,7 @@ class Bench:
         await self._start_operator()
 
     def _install_chart(self) -> None:
-        subprocess.run(
+        installed = subprocess.run(
             [
                 str(self.binaries.path("helm")),
                 f"--kubeconfig={self.cluster.kubeconfig}",
@@ -142,10 +146,12 @@ class Bench:
                 "--create-namespace",
                 "--set=replicaCount=0",
             ],
-            check=True,
             capture_output=True,
+            text=True,
             timeout=120,
         )
+        if installed.returncode != 0:
+            raise RuntimeError(f"helm could not install the chart:\n{installed.stderr}")
 
     async def _has_default_service_account(self) -> bool:
         path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"
@@ -171,10 +177,14 @@ class Bench:
         await asyncio.to_thread(self.operator.start)
 
     async def tear_down(self) -> None:
-        await asyncio.to_thread(self.operator.stop)
-        await self.pods.stop()
-        await self.nodes.stop()
-        await self.api.close()
+        """Stop whatever set_up got as far as starting."""
+        if (operator := getattr(self, "operator", None)) is not None:
+            await asyncio.to_thread(operator.stop)
+        for tracker in (getattr(self, "pods", None), getattr(self, "nodes", None)):
+            if tracker is not None:
+                await tracker.stop()
+        if (api := getattr(self, "api", None)) is not None:
+            await api.close()
 
     # Nodes --------------------------------------------------------------------------------
 
@@ -310,11 +320,35 @@ class Bench:
             for controller in order:
                 label = f"{size}-r{run}"
                 self.report(f"[B1] {size} nodes, run {run}/{runs}: {controller}")
+                profile_path = self.options.profile
+                profiler = (
+                    Profiler(self.operator.pid, profile_path)
+                    if profile_path is not None
+                    and controller == KUBEHERD
+                    and size == self.options.nodes
+                    and not self.results.profile
+                    else None
+                )
                 result = await self.rollout(controller, label)
+                if profiler is not None:
+                    self._record_profile(profiler, result)
                 self.results.rollouts.append(
                     {"controller": controller, "nodes": size, "run": run, **asdict(result)}
                 )
                 await self.remove(controller, [f"{controller}-{label}"])
+
+    def _record_profile(self, profiler: Profiler, result: Rollout) -> None:
+        samples, top = folded_summary(profiler.stop())
+        self.results.profile = {
+            "nodes": result.pods,
+            "seconds": result.all_running,
+            "samples": samples,
+            "top": top,
+            "folded": str(profiler.output),
+        }
+        self.report(f"  py-spy: {samples} samples; inclusive share of the busiest functions:")
+        for share, function in top[:15]:
+            self.report(f"    {share:5.1f} %  {function}")
 
     # B2: nodes joining --------------------------------------------------------------------
 

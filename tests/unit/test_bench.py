@@ -15,6 +15,7 @@ from bench.clients import (
     kubeherd_client,
     requests_between,
 )
+from bench.profile import folded_summary
 from bench.report import markdown, median_run, plot, summarize
 from bench.stats import delays, growth_exponent, median, percentile, rollout
 from bench.workload import custom_daemonset, native_daemonset, pinned_pod
@@ -205,3 +206,25 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
     plot(results(), 10, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 10_000
+
+
+def test_the_profile_counts_each_function_once_per_stack_without_the_event_loop() -> None:
+    folded = "\n".join(
+        [
+            "<module> (kubeherd/__main__.py:3);run_forever (asyncio/base_events.py:600);"
+            "_run (asyncio/events.py:80);reconcile (kubeherd/controller.py:10);"
+            "summarize (kubeherd/status.py:5);summarize (kubeherd/status.py:9) 3",
+            "<module> (kubeherd/__main__.py:3);run_forever (asyncio/base_events.py:600);"
+            "_run (asyncio/events.py:80);loads (json/__init__.py:346) 1",
+            "a line py-spy did not write",
+        ]
+    )
+
+    samples, top = folded_summary(folded)
+
+    assert samples == 4
+    assert top == [
+        (75.0, "reconcile (controller.py)"),
+        (75.0, "summarize (status.py)"),
+        (25.0, "loads (__init__.py)"),
+    ]
