@@ -18,6 +18,7 @@ from kubeherd.daemonset.pods import (
     NODE_ANNOTATION,
     OWNER_LABEL,
     REVISION_LABEL,
+    DaemonPodMaker,
     build_daemon_pod,
     daemon_pod_name,
     target_node,
@@ -335,3 +336,40 @@ def test_a_pin_naming_several_nodes_targets_no_node() -> None:
     affinity = requiring(several)
 
     assert target_node({"spec": {"affinity": affinity}}) is None
+
+
+# one maker, many pods
+
+
+def test_pods_of_one_maker_are_the_pods_built_one_by_one() -> None:
+    cds = custom_daemon_set(affinity=requiring(pin("n9")), hostNetwork=True)
+    maker = DaemonPodMaker.of(cds, "r1")
+    assert [maker.pod(node) for node in ("n1", "n2")] == [
+        build_daemon_pod(cds, node, "r1") for node in ("n1", "n2")
+    ]
+
+
+def test_pods_of_one_maker_do_not_share_what_differs_per_node() -> None:
+    maker = DaemonPodMaker.of(custom_daemon_set(), "r1")
+    first, second = maker.pod("n1"), maker.pod("n2")
+
+    first["metadata"]["labels"]["extra"] = "x"
+    first["metadata"]["annotations"]["extra"] = "x"
+    first["metadata"]["ownerReferences"][0]["name"] = "other"
+    first["spec"]["hostNetwork"] = True
+    required_terms(first).append(pin("n3"))
+
+    assert second == build_daemon_pod(custom_daemon_set(), "n2", "r1")
+    assert maker.pod("n1") == build_daemon_pod(custom_daemon_set(), "n1", "r1")
+
+
+def test_a_maker_keeps_its_own_copy_of_the_template() -> None:
+    cds = copy.deepcopy(custom_daemon_set())
+    maker = DaemonPodMaker.of(cds, "r1")
+    cds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
+    cds["spec"]["template"]["metadata"]["labels"]["app"] = "changed"
+
+    pod = maker.pod("n1")
+
+    assert pod["spec"]["containers"][0]["image"] == "agent:1"
+    assert pod["metadata"]["labels"]["app"] == "agent"

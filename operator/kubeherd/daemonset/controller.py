@@ -33,7 +33,7 @@ from kubeherd.daemonset.planning import (
     pods_holding_up,
     summarize,
 )
-from kubeherd.daemonset.pods import KIND, OWNER_LABEL, build_daemon_pod, template_hash
+from kubeherd.daemonset.pods import KIND, OWNER_LABEL, DaemonPodMaker, template_hash
 from kubeherd.daemonset.revisions import (
     Revision,
     build_revision,
@@ -497,12 +497,20 @@ class DaemonSetController:
     ) -> Outcome | None:
         """Create in batches of 1, 2, 4, ... and stop at the first batch with a failure, as the
         native controller does: a quota that refuses one pod refuses the next 5,000 too."""
+        if not creates:
+            return None
         previous = self._previous_revision(state) if kept_back else None
+        current_pods = DaemonPodMaker.of(state.body, state.revision)
+        kept_back_pods = (
+            DaemonPodMaker.of(state.body, previous.hash, previous.template)
+            if previous is not None
+            else None
+        )
 
         def build(node: str) -> dict[str, Any]:
-            if previous is not None and node in kept_back:
-                return build_daemon_pod(state.body, node, previous.hash, previous.template)
-            return build_daemon_pod(state.body, node, state.revision)
+            if kept_back_pods is not None and node in kept_back:
+                return kept_back_pods.pod(node)
+            return current_pods.pod(node)
 
         batch_size = 1
         remaining = list(creates)

@@ -9,6 +9,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.eligibility import NODE_NAME_FIELD, with_daemon_tolerations
@@ -74,6 +75,72 @@ def pinned_affinity(affinity: Mapping[str, Any] | None, node_name: str) -> dict[
     return pinned
 
 
+@dataclass(frozen=True)
+class DaemonPodMaker:
+    """What the pods of one revision share, worked out once per pass: deep-copying the template
+    for each of a thousand pods took 8 % of the operator's CPU in a rollout (py-spy).
+
+    The pods it makes share the template's parts (containers, volumes ...); they are sent to the
+    API server and dropped, never changed. Each gets its own metadata, spec and affinity.
+    """
+
+    cds_name: str
+    namespace: str
+    revision: str
+    spec: Mapping[str, Any]
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_reference: Mapping[str, Any]
+    finalizers: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls,
+        cds: Mapping[str, Any],
+        revision: str,
+        template: Mapping[str, Any] | None = None,
+    ) -> DaemonPodMaker:
+        """The maker for `revision`; `template` is that revision's when it is not the
+        CustomDaemonSet's current one (nodes a partition keeps back)."""
+        metadata = cds["metadata"]
+        template = copy.deepcopy(
+            dict(template if template is not None else cds["spec"]["template"])
+        )
+        template_metadata = template.get("metadata") or {}
+        spec = template.get("spec") or {}
+        spec["tolerations"] = with_daemon_tolerations(spec)
+        return cls(
+            cds_name=metadata["name"],
+            namespace=metadata["namespace"],
+            revision=revision,
+            spec=spec,
+            labels={
+                **(template_metadata.get("labels") or {}),
+                OWNER_LABEL: metadata["name"],
+                REVISION_LABEL: revision,
+            },
+            annotations=template_metadata.get("annotations") or {},
+            owner_reference=controller_reference(cds, KIND),
+            # The native controller copies the template's finalizers too.
+            finalizers=tuple(template_metadata.get("finalizers") or ()),
+        )
+
+    def pod(self, node_name: str) -> dict[str, Any]:
+        """The pod for the node, pinned to it by node affinity."""
+        spec = dict(self.spec)
+        spec["affinity"] = pinned_affinity(self.spec.get("affinity"), node_name)
+        metadata: dict[str, Any] = {
+            "name": daemon_pod_name(self.cds_name, node_name, self.revision),
+            "namespace": self.namespace,
+            "labels": dict(self.labels),
+            "annotations": {**self.annotations, NODE_ANNOTATION: node_name},
+            "ownerReferences": [dict(self.owner_reference)],
+        }
+        if self.finalizers:
+            metadata["finalizers"] = list(self.finalizers)
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
 def build_daemon_pod(
     cds: Mapping[str, Any],
     node_name: str,
@@ -82,24 +149,4 @@ def build_daemon_pod(
 ) -> dict[str, Any]:
     """The pod of `revision` for the node; `template` is that revision's when it is not the
     CustomDaemonSet's current one (a node a partition keeps back)."""
-    metadata = cds["metadata"]
-    template = copy.deepcopy(dict(template if template is not None else cds["spec"]["template"]))
-    template_metadata = template.get("metadata") or {}
-    spec = template.get("spec") or {}
-    spec["tolerations"] = with_daemon_tolerations(spec)
-    spec["affinity"] = pinned_affinity(spec.get("affinity"), node_name)
-    pod_metadata: dict[str, Any] = {
-        "name": daemon_pod_name(metadata["name"], node_name, revision),
-        "namespace": metadata["namespace"],
-        "labels": {
-            **(template_metadata.get("labels") or {}),
-            OWNER_LABEL: metadata["name"],
-            REVISION_LABEL: revision,
-        },
-        "annotations": {**(template_metadata.get("annotations") or {}), NODE_ANNOTATION: node_name},
-        "ownerReferences": [controller_reference(cds, KIND)],
-    }
-    # The native controller copies the template's finalizers too.
-    if template_metadata.get("finalizers"):
-        pod_metadata["finalizers"] = template_metadata["finalizers"]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
+    return DaemonPodMaker.of(cds, revision, template).pod(node_name)
