@@ -102,6 +102,15 @@ def commit() -> str:
     return described.stdout.strip() or "unknown"
 
 
+def _plain(value: Any) -> Any:
+    """An option's value as JSON can hold it."""
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
 def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
     limits = WriteLimits()
     return {
@@ -120,9 +129,7 @@ def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
         "template": pod_template("<name>"),
         "runs": options.runs,
         "growth_runs": options.growth_runs,
-        "options": {
-            k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(options).items()
-        },
+        "options": {key: _plain(value) for key, value in asdict(options).items()},
         "plot": plot_path,
     }
 

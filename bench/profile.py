@@ -23,13 +23,18 @@ def _function(frame: str) -> str:
 
 
 # Frames on every stack that say nothing about where the time goes: the interpreter starting
-# the module and asyncio's loop running callbacks.
-PLUMBING_MODULES = frozenset({"runpy.py", "runners.py", "base_events.py", "events.py"})
+# the module, asyncio's loop running callbacks, and the entry points of kubeherd and Kopf.
+PLUMBING_MODULES = frozenset(
+    {"runpy.py", "<frozen runpy>", "runners.py", "base_events.py", "events.py"}
+)
+ENTRY_POINTS = frozenset({"main (cli.py)", "_run (cli.py)", "run (running.py)"})
 
 
 def _is_plumbing(function: str) -> bool:
-    return function.startswith("<module>") or any(
-        function.endswith(f"({module})") for module in PLUMBING_MODULES
+    return (
+        function.startswith("<module>")
+        or function in ENTRY_POINTS
+        or any(function.endswith(f"({module})") for module in PLUMBING_MODULES)
     )
 
 
