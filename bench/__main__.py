@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import ApiError
+from bench.profile import layer_shares
 from bench.report import markdown, plot, summarize
 from bench.scenarios import REPO, Bench, Options
 from bench.workload import pod_template
@@ -59,6 +60,13 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--no-docs", action="store_true", help="do not append to the docs")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="run nothing: render an earlier run's results as markdown again (and append them "
+        "to the docs unless --no-docs)",
+    )
     arguments = parser.parse_args(argv)
     only = frozenset(part.strip().upper() for part in arguments.only.split(",") if part.strip())
     if unknown := only - set(ALL):
@@ -172,6 +180,9 @@ async def run(bench: Bench, options: Options, save: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     options, arguments = parse(argv)
+    if arguments.render is not None:
+        render(arguments)
+        return 0
     started = time.monotonic()
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
     arguments.results.mkdir(parents=True, exist_ok=True)
@@ -206,14 +217,28 @@ def main(argv: list[str] | None = None) -> int:
         document["meta"]["plot"] = os.path.relpath(plot_path, arguments.docs.parent)
     document["summary"] = summary
     json_path.write_text(json.dumps(document, indent=1) + "\n")
-    section = markdown(document, summary)
+    publish(markdown(document, summary), arguments)
+    report(f"results in {json_path}; {time.monotonic() - started:.0f}s in all")
+    return 0
+
+
+def publish(section: str, arguments: argparse.Namespace) -> None:
     print("\n" + section)
     if not arguments.no_docs:
         with arguments.docs.open("a") as docs:
             docs.write("\n" + section)
         report(f"appended to {arguments.docs}")
-    report(f"results in {json_path}; {time.monotonic() - started:.0f}s in all")
-    return 0
+
+
+def render(arguments: argparse.Namespace) -> None:
+    """The markdown of a results file, with what later versions of the report add to it."""
+    document = json.loads(arguments.render.read_text())
+    profile = document.get("profile") or {}
+    folded = Path(profile.get("folded", ""))
+    if profile and "layers" not in profile and folded.is_file():
+        profile["layers"] = layer_shares(folded.read_text())
+    nodes = int(document["meta"]["options"]["nodes"])
+    publish(markdown(document, document.get("summary") or summarize(document, nodes)), arguments)
 
 
 async def _run_and_tear_down(bench: Bench, options: Options, save: Any) -> None:

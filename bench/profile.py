@@ -57,6 +57,42 @@ def folded_summary(folded: str, top: int = 25) -> tuple[int, list[tuple[float, s
     return total, [(100 * count / total, name) for name, count in ranked]
 
 
+# Who a sample's time is spent for, by the code on its stack (first match wins).
+KUBEHERD_LAYER = "kubeherd's code: its handlers, its controller, the requests it sends"
+KOPF_LAYER = "Kopf: the watch streams, queueing and per-event processing around the handlers"
+NETWORK_LAYER = "the event loop's network callbacks: TLS and HTTP reads, for both"
+IDLE_LAYER = "idle, waiting for the network"
+
+
+def _path(frame: str) -> str:
+    return frame.partition(" (")[2].split(":", 1)[0]
+
+
+def layer_shares(folded: str) -> list[tuple[float, str]]:
+    """Each layer's share of the samples (percent), highest first. A sample counts for kubeherd
+    when kubeherd's own code (its entry point aside) is on its stack, else for Kopf when Kopf's
+    is, else it is idle or the event loop's network work."""
+    counts: Counter[str] = Counter()
+    for line in folded.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = stack.split(";")
+        paths = [_path(frame) for frame in frames if not _is_plumbing(_function(frame))]
+        if any(path.startswith("kubeherd/") for path in paths):
+            layer = KUBEHERD_LAYER
+        elif any(path.startswith("kopf/") for path in paths):
+            layer = KOPF_LAYER
+        elif frames[-1].startswith("EpollSelector.select"):
+            layer = IDLE_LAYER
+        else:
+            layer = NETWORK_LAYER
+        counts[layer] += int(count_text)
+    total = sum(counts.values())
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [(100 * count / total, layer) for layer, count in ranked]
+
+
 class Profiler:
     """`py-spy record` attached to a running process until stopped."""
 

@@ -205,6 +205,10 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
             f"### Where kubeherd's CPU goes (py-spy, {profile['samples']} samples, rollout to "
             f"{profile['nodes']} nodes)",
             "",
+            "| share of the samples | spent in |",
+            "|---:|---|",
+            *(f"| {share:.1f} % | {layer} |" for share, layer in profile.get("layers", ())),
+            "",
             "| share, callees included | function |",
             "|---:|---|",
             *(f"| {share:.1f} % | `{function}` |" for share, function in profile["top"][:15]),

@@ -21,7 +21,7 @@ from bench.clients import (
     requests_between,
 )
 from bench.operator import OperatorProcess
-from bench.profile import Profiler, folded_summary
+from bench.profile import Profiler, folded_summary, layer_shares
 from bench.stats import Rollout, delays, percentile, rollout
 from bench.tracking import NodeTracker, PodTracker
 from bench.workload import (
@@ -338,15 +338,21 @@ class Bench:
                 await self.remove(controller, [f"{controller}-{label}"])
 
     def _record_profile(self, profiler: Profiler, result: Rollout) -> None:
-        samples, top = folded_summary(profiler.stop())
+        folded = profiler.stop()
+        samples, top = folded_summary(folded)
+        layers = layer_shares(folded)
         self.results.profile = {
             "nodes": result.pods,
             "seconds": result.all_running,
             "samples": samples,
+            "layers": layers,
             "top": top,
             "folded": str(profiler.output),
         }
-        self.report(f"  py-spy: {samples} samples; inclusive share of the busiest functions:")
+        self.report(f"  py-spy: {samples} samples; by layer:")
+        for share, layer in layers:
+            self.report(f"    {share:5.1f} %  {layer}")
+        self.report("  inclusive share of the busiest functions:")
         for share, function in top[:15]:
             self.report(f"    {share:5.1f} %  {function}")
 

@@ -15,7 +15,14 @@ from bench.clients import (
     kubeherd_client,
     requests_between,
 )
-from bench.profile import folded_summary
+from bench.profile import (
+    IDLE_LAYER,
+    KOPF_LAYER,
+    KUBEHERD_LAYER,
+    NETWORK_LAYER,
+    folded_summary,
+    layer_shares,
+)
 from bench.report import markdown, median_run, plot, summarize
 from bench.stats import delays, growth_exponent, median, percentile, rollout
 from bench.workload import custom_daemonset, native_daemonset, pinned_pod
@@ -227,4 +234,23 @@ def test_the_profile_counts_each_function_once_per_stack_without_the_event_loop(
         (75.0, "reconcile (controller.py)"),
         (75.0, "summarize (status.py)"),
         (25.0, "loads (__init__.py)"),
+    ]
+
+
+def test_profile_layers_count_a_sample_for_kubeherd_when_its_code_is_on_the_stack() -> None:
+    loop = "<module> (kubeherd/cli.py:251);main (kubeherd/cli.py:246);_run (asyncio/events.py:80)"
+    folded = "\n".join(
+        [
+            f"{loop};worker (kopf/queueing.py:306);pod_event (kubeherd/handlers.py:9) 2",
+            f"{loop};worker (kopf/queueing.py:306);loads (json/__init__.py:346) 5",
+            f"{loop};SSLProtocol.buffer_updated (asyncio/sslproto.py:433) 1",
+            f"{loop};EpollSelector.select (selectors.py:468) 2",
+        ]
+    )
+
+    assert layer_shares(folded) == [
+        (50.0, KOPF_LAYER),
+        (20.0, IDLE_LAYER),
+        (20.0, KUBEHERD_LAYER),
+        (10.0, NETWORK_LAYER),
     ]
