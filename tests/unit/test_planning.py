@@ -6,10 +6,13 @@ from typing import Any
 
 from kubeherd.daemonset.eligibility import NodeInfo, Taint
 from kubeherd.daemonset.planning import (
+    MAX_FIRST_BATCH,
     NodePlan,
     NodeRecord,
     PodInfo,
     SurgeRule,
+    create_batches,
+    next_first_batch,
     node_selector_text,
     nodes_kept_back,
     plan_nodes,
@@ -482,3 +485,21 @@ def test_a_pod_body_reads_into_the_small_record_the_controller_keeps() -> None:
     assert (info.node, info.phase, info.ready, info.revision) == ("n1", "Pending", False, "r2")
     assert info.waiting_reason == "ImagePullBackOff"
     assert PodInfo.from_body({"metadata": {"name": "bare"}}).waiting_reason == ""
+
+
+# create batches
+
+
+def test_creates_go_out_in_doubling_batches_from_the_first() -> None:
+    assert create_batches(100) == [1, 2, 4, 8, 16, 32, 37]
+    assert create_batches(100, first=16) == [16, 32, 52]
+    assert create_batches(3, first=16) == [3]
+    assert create_batches(0, first=4) == []
+
+
+def test_the_next_pass_starts_as_large_as_the_creates_went_until_a_refusal() -> None:
+    after_a_rollout = next_first_batch(1, create_batches(1000), refused=False)
+    assert after_a_rollout == MAX_FIRST_BATCH
+    assert next_first_batch(after_a_rollout, [1], refused=False) == MAX_FIRST_BATCH
+    assert next_first_batch(1, [1, 2], refused=False) == 2
+    assert next_first_batch(after_a_rollout, [], refused=True) == 1

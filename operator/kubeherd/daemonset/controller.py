@@ -25,6 +25,8 @@ from kubeherd.daemonset.planning import (
     RolloutStep,
     Summary,
     SurgeRule,
+    create_batches,
+    next_first_batch,
     node_selector_text,
     nodes_kept_back,
     parse_time,
@@ -102,6 +104,7 @@ class DaemonSetState:
     running: bool = False
     create_failure: str | None = None
     create_backoff: Backoff = field(default_factory=lambda: Backoff(60.0))
+    first_create_batch: int = 1
     # Per node: (not before, backoff) after a failed pod, as the native controller does.
     failed_pod_backoff: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
     availability_check: asyncio.TimerHandle | None = None
@@ -495,8 +498,9 @@ class DaemonSetController:
     async def _create_pods(
         self, key: Key, state: DaemonSetState, creates: list[CreatePod], kept_back: frozenset[str]
     ) -> Outcome | None:
-        """Create in batches of 1, 2, 4, ... and stop at the first batch with a failure, as the
-        native controller does: a quota that refuses one pod refuses the next 5,000 too."""
+        """Create in doubling batches and stop at the first batch with a failure, as the native
+        controller does: a quota that refuses one pod refuses the next 5,000 too. The first batch
+        is 1 after a refusal, else as large as the last creates went (`create_batches`)."""
         if not creates:
             return None
         previous = self._previous_revision(state) if kept_back else None
@@ -512,9 +516,9 @@ class DaemonSetController:
                 return kept_back_pods.pod(node)
             return current_pods.pod(node)
 
-        batch_size = 1
         remaining = list(creates)
-        while remaining:
+        sent: list[int] = []
+        for batch_size in create_batches(len(creates), state.first_create_batch):
             batch, remaining = remaining[:batch_size], remaining[batch_size:]
             pods = [build(create.node) for create in batch]
             outcomes = await asyncio.gather(*(self.kube.create_pod(key[0], pod) for pod in pods))
@@ -542,8 +546,10 @@ class DaemonSetController:
                         f"Error creating pod for node {create.node}: {outcome.message}",
                     )
             if failure is not None:
+                state.first_create_batch = next_first_batch(1, [], refused=True)
                 return failure
-            batch_size *= 2
+            sent.append(batch_size)
+        state.first_create_batch = next_first_batch(state.first_create_batch, sent, refused=False)
         return None
 
     def _schedule_retries(
