@@ -45,6 +45,7 @@ KUBEHERD, NATIVE = "kubeherd", "native"
 # Holds a benchmark's DaemonSet while its pods are cleaned up: a controller stops at the deletion
 # timestamp, and the pods go in one request instead of one garbage-collector call each.
 HOLD_FINALIZER = "bench.kubeherd.io/hold"
+DELETE_COLLECTION_ATTEMPTS = 10
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 PROGRESS_EVERY = 5.0
 
@@ -299,11 +300,20 @@ class Bench:
 
     async def delete_pods(self, workloads: list[str]) -> None:
         """Delete the pods of these workloads in one request, and wait until they are gone."""
-        await self.api.delete(
-            f"/api/v1/namespaces/{NAMESPACE}/pods",
-            labelSelector=f"{BENCH_LABEL} in ({','.join(workloads)})",
-            gracePeriodSeconds="0",
-        )
+        for _ in range(DELETE_COLLECTION_ATTEMPTS):
+            answer = await self.api.request(
+                "DELETE",
+                f"/api/v1/namespaces/{NAMESPACE}/pods",
+                params={
+                    "labelSelector": f"{BENCH_LABEL} in ({','.join(workloads)})",
+                    "gracePeriodSeconds": "0",
+                },
+                allow=(404, 504),
+            )
+            # Thousands of pods take longer than the API server's 60 s request timeout: it
+            # answers 504 with part of them deleted, and the next request goes on.
+            if answer.get("code") != 504:
+                break
 
         async def none_left() -> bool:
             return self.pods.live(workloads) == 0
