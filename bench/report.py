@@ -90,7 +90,7 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
         "",
         f"- Machine: {meta['machine']}",
         f"- Versions: {meta['versions']}",
-        f"- kubeherd: `kubeherd run {' '.join(meta['operator_arguments'])}`".rstrip()
+        f"- kubeherd: `{' '.join(['kubeherd run', *meta['operator_arguments']])}`"
         + f" ({meta['kubeherd_settings']})",
         f"- Native controller: {meta['native_settings']}",
         f"- Workload: {meta['workload']}",
