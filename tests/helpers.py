@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -18,6 +13,7 @@ from kubernetes import client
 
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import FakeNodes
+from localcluster.operator import KubeherdProcess
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -133,14 +129,9 @@ def service_account_kubeconfig(
     return cluster.token_kubeconfig(account, token, folder / f"{namespace}.{account}.kubeconfig")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class OperatorProcess:
-    """`kubeherd run` in a process of its own, logging to the cluster's logs/ folder."""
+class OperatorProcess(KubeherdProcess):
+    """`kubeherd run` in a process of its own, logging to the cluster's logs/ folder, with the
+    settings that let tests see retries and leader changes within seconds."""
 
     def __init__(
         self,
@@ -150,71 +141,28 @@ class OperatorProcess:
         arguments: tuple[str, ...] = (),
         kubeconfig: Path | None = None,
     ) -> None:
-        self.cluster = cluster
-        self.kubeconfig = kubeconfig or cluster.kubeconfig
-        self.log = cluster.logs / f"{name}.log"
-        self.port = free_port()
-        self.arguments = arguments
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log_start = 0
-
-    def start(self) -> None:
-        environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        command = [
-            sys.executable,
-            "-m",
-            "kubeherd.cli",
-            "run",
-            f"--liveness=http://127.0.0.1:{self.port}/healthz",
+        test_settings = (
             # Short enough that a test sees a refused create retried within seconds.
             "--max-create-backoff=4",
             # Leader changes show in a SchedulerProfile's status within a second.
             "--scheduler-status-interval=1",
             "--verbose",
-            *self.arguments,
-        ]
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        self._log_start = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as log:
-            self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO
-            )
-        eventually(self._alive, timeout=60, what="the operator's liveness endpoint")
+        )
+        super().__init__(
+            kubeconfig or cluster.kubeconfig,
+            cluster.logs / f"{name}.log",
+            (*test_settings, *arguments),
+        )
+        self.cluster = cluster
+
+    def start(self, timeout: float = 60) -> None:
+        self.spawn()
+        eventually(self._alive, timeout=timeout, what="the operator's liveness endpoint")
 
     def _alive(self) -> bool:
-        if self._process is None or self._process.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-3000:]
-            pytest.fail(f"the operator exited; its log ends with:\n{tail}")
-        try:
-            url = f"http://127.0.0.1:{self.port}/healthz"
-            with urllib.request.urlopen(url, timeout=1) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
-    def output(self) -> str:
-        """What this process logged since its last start."""
-        with self.log.open("rb") as log:
-            log.seek(self._log_start)
-            return log.read().decode(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup at all, as when a node dies under the operator."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._process = None
-
-    def stop(self) -> None:
-        if self._process is None:
-            return
-        self._process.send_signal(signal.SIGINT)
-        try:
-            self._process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._process = None
+        if self.exited():
+            pytest.fail(f"the operator exited; its log ends with:\n{self.log_tail()}")
+        return self.healthy()
 
 
 class Operator(Protocol):

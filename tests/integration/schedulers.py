@@ -25,7 +25,8 @@ from kubernetes.client.exceptions import ApiException
 from kubeherd.scheduler.config import CONFIG_KEY
 from kubeherd.scheduler.objects import OWNER_UID_LABEL
 from localcluster.cluster import LocalCluster
-from tests.helpers import eventually, free_port, service_account_kubeconfig
+from localcluster.operator import free_port
+from tests.helpers import eventually, service_account_kubeconfig
 
 GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "schedulerprofiles"
 

@@ -1,0 +1,111 @@
+"""`kubeherd run` as a local process of its own, against a local cluster: as the integration
+tests and `make bench` run it (there is no image to run in the cluster here)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class KubeherdProcess:
+    """One `kubeherd run`, logging to `log` (appended to), with its liveness endpoint on a free
+    port so that several can run side by side."""
+
+    def __init__(self, kubeconfig: Path, log: Path, arguments: tuple[str, ...] = ()) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.arguments = arguments
+        self.port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("the operator is not running")
+        return self._process.pid
+
+    def spawn(self) -> None:
+        """Start the process; `healthy` tells when it serves."""
+        command = [
+            sys.executable,
+            "-m",
+            "kubeherd.cli",
+            "run",
+            f"--liveness=http://127.0.0.1:{self.port}/healthz",
+            *self.arguments,
+        ]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+                cwd=REPO,
+            )
+
+    def start(self, timeout: float = 90) -> None:
+        """Start the process and wait until its liveness endpoint answers."""
+        self.spawn()
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if self.exited():
+                raise RuntimeError(f"kubeherd exited; its log ends with:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kubeherd not healthy after {timeout:.0f}s; see {self.log}")
+            time.sleep(0.2)
+
+    def exited(self) -> bool:
+        return self._process is None or self._process.poll() is not None
+
+    def healthy(self) -> bool:
+        try:
+            url = f"http://127.0.0.1:{self.port}/healthz"
+            with urllib.request.urlopen(url, timeout=1) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def log_tail(self, characters: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-characters:]
+
+    def output(self) -> str:
+        """What this process logged since its last start."""
+        with self.log.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as when a node dies under the operator."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGINT, as Ctrl-C: Kopf stops its handlers and releases its peering entry."""
+        if self._process is None:
+            return
+        self._process.send_signal(signal.SIGINT)
+        try:
+            self._process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
