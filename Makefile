@@ -96,7 +96,7 @@ test: lint bins ## Lint, then every test against a local control plane the tests
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: bins ## Benchmarks vs the native DaemonSet (B1-B5, about 40 min); appends to docs/benchmarks.md
+bench: bins ## Benchmarks vs the native DaemonSet (B1-B5, about 30 min); appends to docs/benchmarks.md
 	PYTHONPATH=hack:. $(RUN) python -m bench $(BENCH_ARGS)
 
 # make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).
