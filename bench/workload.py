@@ -38,29 +38,25 @@ def pod_template(workload: str) -> Manifest:
     }
 
 
-def _daemon_spec(workload: str) -> Manifest:
+def _daemonset(api_version: str, kind: str, workload: str, namespace: str) -> Manifest:
+    """The same selector and pod template, for either controller."""
     return {
-        "selector": {"matchLabels": {BENCH_LABEL: workload}},
-        "template": pod_template(workload),
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": workload, "namespace": namespace, "labels": {BENCH_LABEL: workload}},
+        "spec": {
+            "selector": {"matchLabels": {BENCH_LABEL: workload}},
+            "template": pod_template(workload),
+        },
     }
 
 
 def custom_daemonset(workload: str, namespace: str = NAMESPACE) -> Manifest:
-    return {
-        "apiVersion": "kubeherd.io/v1alpha1",
-        "kind": "CustomDaemonSet",
-        "metadata": {"name": workload, "namespace": namespace, "labels": {BENCH_LABEL: workload}},
-        "spec": _daemon_spec(workload),
-    }
+    return _daemonset("kubeherd.io/v1alpha1", "CustomDaemonSet", workload, namespace)
 
 
 def native_daemonset(workload: str, namespace: str = NAMESPACE) -> Manifest:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": workload, "namespace": namespace, "labels": {BENCH_LABEL: workload}},
-        "spec": _daemon_spec(workload),
-    }
+    return _daemonset("apps/v1", "DaemonSet", workload, namespace)
 
 
 def pinned_pod(workload: str, node: str, namespace: str = NAMESPACE) -> Manifest:
