@@ -8,8 +8,10 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN pip install uv==0.13.9
 WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
-# The exact versions and hashes of uv.lock, without the development tools.
-RUN uv export --frozen --no-dev --no-emit-project --format requirements-txt -o requirements.txt \
+# The exact versions and hashes of uv.lock, without any dependency group: pyproject.toml's
+# default-groups (dev, bench) are exported unless --no-default-groups (--no-dev left bench in).
+RUN uv export --frozen --no-default-groups --no-emit-project --format requirements-txt \
+      -o requirements.txt \
     && python -m venv /opt/kubeherd \
     && /opt/kubeherd/bin/pip install --require-hashes -r requirements.txt
 COPY operator ./operator
