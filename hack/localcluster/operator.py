@@ -39,9 +39,8 @@ class KubeherdProcess:
             raise RuntimeError("the operator is not running")
         return self._process.pid
 
-    def spawn(self) -> None:
-        """Start the process; `healthy` tells when it serves."""
-        command = [
+    def command(self) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "kubeherd.cli",
@@ -49,14 +48,20 @@ class KubeherdProcess:
             f"--liveness=http://127.0.0.1:{self.port}/healthz",
             *self.arguments,
         ]
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def spawn(self) -> None:
+        """Start the process; `healthy` tells when it serves."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
-                command,
+                self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+                env=self.environment(),
                 cwd=REPO,
             )
 

@@ -16,7 +16,11 @@ from kubeherd.settings import OperatorOptions
 def _run(options: argparse.Namespace) -> int:
     import kopf
 
+    # The type of kopf.run's `identity`, which Kopf does not export.
+    from kopf._core.engines.peering import Identity
+
     import kubeherd.main  # noqa: F401  (registers the handlers)
+    from kubeherd.peering import own_identity
 
     kopf.configure(debug=options.debug, verbose=options.verbose)
     if not (options.debug or options.verbose):
@@ -42,6 +46,8 @@ def _run(options: argparse.Namespace) -> int:
         standalone=not options.peering,
         peering_name=options.peering or None,
         priority=operator_options.peering.priority if operator_options.peering else None,
+        # Ours, not Kopf's default, which crashes for a uid without a passwd entry (the image's).
+        identity=Identity(own_identity()),
         clusterwide=not options.namespace,
         namespaces=options.namespace or (),
         liveness_endpoint=options.liveness or None,

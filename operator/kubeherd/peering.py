@@ -17,8 +17,11 @@ back as the youngest replica, standing by.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import logging
+import os
 import secrets
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +39,25 @@ CLUSTER_PEERING = Kind(
 NAMESPACED_PEERING = Kind(f"/apis/{PEERING_GROUP}/v1", "kopfpeerings", "KopfPeering")
 # How often a replica reads the peering object to learn whether it was outranked.
 CHECK_INTERVAL = 2.0
+
+
+def own_identity(environment: Mapping[str, str] | None = None) -> str:
+    """This replica's name in Kopf's peering entries (kopf.run's `identity`): the pod's name from
+    POD_ID, which the chart sets; else, like Kopf's default, user@host/start time/random hex.
+
+    Kopf's own default (`detect_own_id`) asks `getpass.getuser()`, which raises KeyError for a
+    uid without a passwd entry and no USER or LOGNAME: the image runs as 65532, which has none,
+    and the operator crashed at start. Such a user is named by its uid here instead."""
+    environment = os.environ if environment is None else environment
+    pod = environment.get("POD_ID")
+    if pod:
+        return pod
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # KeyError up to Python 3.12, OSError from 3.13
+        user = f"uid-{os.getuid()}"
+    started = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    return f"{user}@{socket.gethostname()}/{started}/{secrets.token_hex(2)}"
 
 
 def start_time_priority(now: float | None = None, tie_breaker: int | None = None) -> int:

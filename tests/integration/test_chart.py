@@ -117,6 +117,19 @@ def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> No
     assert peering_parts(shared)["crds"] == []
 
 
+def test_every_replica_gets_its_pod_name_as_identity(binaries: Binaries) -> None:
+    """POD_ID, from which Kopf takes the operator's identity, with one replica (the default) as
+    with several: once only peered replicas got it, and the single one crashed in the image,
+    whose uid has no passwd entry for Kopf's fallback."""
+    pod_id = {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    for values in ([], ["--set", "replicaCount=1"], ["--set", "replicaCount=3"]):
+        rendered = helm(binaries, "template", "kubeherd", str(CHART), *values).stdout
+        (deployment,) = (d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+
+        assert pod_id in container.get("env", []), values
+
+
 def test_a_mistyped_value_is_refused(binaries: Binaries) -> None:
     refused = helm(
         binaries, "template", "kubeherd", str(CHART), "--set", "operator.qsp=10", check=False

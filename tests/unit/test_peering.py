@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from kubeherd.peering import live_peers, outranking, start_time_priority
+import os
+import pwd
+import re
+import socket
+from typing import NoReturn
+
+import pytest
+from kopf._core.engines.peering import detect_own_id
+
+from kubeherd.peering import live_peers, outranking, own_identity, start_time_priority
 
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
 
@@ -49,3 +58,35 @@ def test_a_replica_is_outranked_only_by_higher_priorities() -> None:
 
     assert [peer.identity for peer in outranking(peers, -200)] == ["oldest", "older"]
     assert outranking(peers, -100) == []
+
+
+def test_the_identity_is_the_pods_name_when_the_chart_sets_pod_id() -> None:
+    assert own_identity({"POD_ID": "kubeherd-7d9c5b-x2x4q"}) == "kubeherd-7d9c5b-x2x4q"
+
+
+def test_without_a_passwd_entry_the_identity_names_the_uid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As in the image: uid 65532 has no passwd entry, and no USER or LOGNAME names it."""
+
+    def getpwuid(uid: int) -> NoReturn:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", getpwuid)
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME", "POD_ID"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(KeyError, match="uid not found"):
+        detect_own_id(manual=False)  # Kopf's default: what crashed the operator
+
+    identity = own_identity({"POD_ID": ""})
+
+    host = re.escape(socket.gethostname())
+    assert re.fullmatch(rf"uid-{os.getuid()}@{host}/\d{{14}}/[0-9a-f]{{4}}", identity)
+
+
+def test_outside_a_pod_the_identity_names_the_user_host_and_start() -> None:
+    identity = own_identity({})
+
+    user, rest = identity.split("@", 1)
+    assert user
+    assert rest.startswith(f"{socket.gethostname()}/")
