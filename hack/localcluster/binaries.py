@@ -24,7 +24,12 @@ HACK_DIR = Path(__file__).resolve().parent.parent
 
 # Every binary the local cluster and the tests run.
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-ALL_BINARIES = (*CONTROL_PLANE, "kwok", "helm")
+# The real node's own programs (runc and iptables come from Debian: hostpackages.py).
+REAL_NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr")
+# CNI plugins live in a folder of their own, which containerd is pointed at.
+CNI_FOLDER = "cni"
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+ALL_BINARIES = (*CONTROL_PLANE, "kwok", "helm", *REAL_NODE_BINARIES)
 # What KUBEBUILDER_ASSETS is expected to hold (the envtest layout).
 ENVTEST_BINARIES = ("etcd", "kube-apiserver", "kubectl")
 KWOK_STAGES_FILE = "kwok-stages.yaml"
@@ -66,6 +71,8 @@ class BuildStep:
     outputs: tuple[str, ...]
     ldflags: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    # A folder under the bin folder for the outputs (CNI plugins), or "" for the bin folder.
+    subfolder: str = ""
 
     @property
     def version(self) -> str:
@@ -102,6 +109,8 @@ def build_steps() -> tuple[BuildStep, ...]:
     kubernetes_version = required_version(kubernetes_dir, "k8s.io/kubernetes")
     helm_dir = HACK_DIR / "helm"
     kwok_dir = HACK_DIR / "kwok"
+    containerd_dir = HACK_DIR / "containerd"
+    cni_dir = HACK_DIR / "cni"
     return (
         BuildStep(
             name="kubernetes",
@@ -115,9 +124,18 @@ def build_steps() -> tuple[BuildStep, ...]:
                     "kube-controller-manager",
                     "kube-scheduler",
                     "kubectl",
+                    "kubelet",
+                    "kube-proxy",
                 )
             ),
-            outputs=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+            outputs=(
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubectl",
+                "kubelet",
+                "kube-proxy",
+            ),
             ldflags=kubernetes_version_ldflags(kubernetes_version),
             # The tags upstream's hack/lib/golang.sh builds release binaries with.
             tags=("selinux", "notest", "grpcnotrace"),
@@ -151,6 +169,35 @@ def build_steps() -> tuple[BuildStep, ...]:
                 + required_version(helm_dir, "helm.sh/helm/v4"),
             ),
         ),
+        BuildStep(
+            name="containerd",
+            module_dir=containerd_dir,
+            main_module="github.com/containerd/containerd/v2",
+            packages=tuple(
+                f"github.com/containerd/containerd/v2/cmd/{name}"
+                for name in ("containerd", "containerd-shim-runc-v2", "ctr")
+            ),
+            outputs=("containerd", "containerd-shim-runc-v2", "ctr"),
+            ldflags=(
+                "-X github.com/containerd/containerd/v2/version.Version="
+                + required_version(containerd_dir, "github.com/containerd/containerd/v2"),
+            ),
+            # Snapshotters this node never uses; without them the build needs no cgo.
+            tags=("no_btrfs", "no_devmapper", "no_zfs"),
+        ),
+        BuildStep(
+            name="cni-plugins",
+            module_dir=cni_dir,
+            main_module="github.com/containernetworking/plugins",
+            packages=(
+                "github.com/containernetworking/plugins/plugins/main/bridge",
+                "github.com/containernetworking/plugins/plugins/ipam/host-local",
+                "github.com/containernetworking/plugins/plugins/main/loopback",
+                "github.com/containernetworking/plugins/plugins/meta/portmap",
+            ),
+            outputs=CNI_PLUGINS,
+            subfolder=CNI_FOLDER,
+        ),
     )
 
 
@@ -176,6 +223,10 @@ class Binaries:
 
     def path(self, name: str) -> Path:
         return self.overrides.get(name, self.bin_dir / name)
+
+    @property
+    def cni_folder(self) -> Path:
+        return self.bin_dir / CNI_FOLDER
 
     @property
     def kwok_stages(self) -> Path:
@@ -223,6 +274,8 @@ def _run_go_build(step: BuildStep, out_dir: Path, label: str, report: Report) ->
     """Run one `go build -v`, reporting the number of packages compiled every 20 seconds."""
     # One package builds straight to its binary's name (etcd's main package would otherwise be
     # named after its last path element, "server"); several build into the folder.
+    out_dir = out_dir / step.subfolder
+    out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / step.outputs[0] if len(step.packages) == 1 else f"{out_dir}/"
     command = ["go", "build", "-v", "-trimpath", "-o", str(target)]
     if step.tags:
@@ -291,7 +344,7 @@ def _is_current(bin_dir: Path, step: BuildStep) -> bool:
     return (
         stamp.is_file()
         and stamp.read_text().strip() == step.fingerprint()
-        and all((bin_dir / output).is_file() for output in step.outputs)
+        and all((bin_dir / step.subfolder / output).is_file() for output in step.outputs)
     )
 
 
