@@ -31,6 +31,8 @@ class KubeherdProcess:
         self.arguments = arguments
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        # The exit code of the last process `stop` or `kill` ended.
+        self.returncode: int | None = None
         self._log_start = 0
 
     @property
@@ -56,6 +58,7 @@ class KubeherdProcess:
         """Start the process; `healthy` tells when it serves."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log.stat().st_size if self.log.exists() else 0
+        self.returncode = None
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
                 self.command(),
@@ -100,17 +103,25 @@ class KubeherdProcess:
         """SIGKILL: no cleanup at all, as when a node dies under the operator."""
         if self._process is not None:
             self._process.kill()
-            self._process.wait()
+            self.returncode = self._process.wait()
             self._process = None
 
-    def stop(self, timeout: float = 30) -> None:
-        """SIGINT, as Ctrl-C: Kopf stops its handlers and releases its peering entry."""
+    def stop(self, timeout: float = 10, signal: signal.Signals = signal.SIGTERM) -> None:
+        """SIGTERM, as Kubernetes stops a pod, or SIGINT, as Ctrl-C: Kopf stops its handlers and
+        releases its peering entry, and the process exits; `returncode` tells how.
+
+        A process still running `timeout` seconds later is killed, and that is an error: a
+        silent SIGKILL here once hid that kubeherd never exited on either signal."""
         if self._process is None:
             return
-        self._process.send_signal(signal.SIGINT)
+        process, self._process = self._process, None
+        process.send_signal(signal)
         try:
-            self._process.wait(timeout=timeout)
+            self.returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._process = None
+            process.kill()
+            self.returncode = process.wait()
+            raise TimeoutError(
+                f"kubeherd did not exit within {timeout:g}s of {signal.name}, and was killed;"
+                f" its log ends with:\n{self.log_tail()}"
+            ) from None

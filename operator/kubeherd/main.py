@@ -59,7 +59,7 @@ async def watch_peering(kube: Kube, options: OperatorOptions, clusterwide: bool)
             " (Kubernetes restarts this one as a standby).",
             leader,
         )
-        options.demoted.set()
+        options.demoted.set()  # an asyncio.Event: this runs in Kopf's loop, as it must
 
     watch = PeeringWatch(kube, options.peering, locations, demoted)
     await watch.ensure_objects()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +28,12 @@ class OperatorOptions:
     peering: PeeringOptions | None = None
     # The namespaces watched (`--namespace`); empty: all of them.
     namespaces: tuple[str, ...] = ()
-    # Set when a peer outranks this replica after it has been active: the operator exits.
-    demoted: threading.Event = field(default_factory=threading.Event)
+    # Set when a peer outranks this replica after it has been active: the operator exits (it is
+    # kopf.run's stop flag). An asyncio.Event, which Kopf awaits in its loop; a threading.Event
+    # Kopf waits for in an executor thread, which asyncio.run joins at exit: after SIGTERM or
+    # SIGINT, with the flag never set, the process never exited. The event binds to Kopf's loop
+    # when first awaited, so it may be made before kopf.run starts that loop.
+    demoted: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):

@@ -43,15 +43,19 @@ class MakeRun:
             pytest.fail(f"make run exited {self.process.returncode}:\n{self.log.read_text()}")
         return self.log.read_text(errors="replace")
 
-    def interrupt(self) -> None:
-        """Ctrl-C, as in a terminal: to the whole foreground process group."""
+    def interrupt(self, timeout: float = 15) -> None:
+        """Ctrl-C, as in a terminal: to the whole foreground process group. make returns once
+        uv and kubeherd have exited; if that takes longer than `timeout`, the group is killed
+        and the test fails (kubeherd once never exited on Ctrl-C, and a silent kill hid it)."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+            tail = self.log.read_text(errors="replace")[-3000:]
+            pytest.fail(f"make run still ran {timeout:g}s after Ctrl-C, and was killed:\n{tail}")
 
 
 @pytest.fixture(scope="module")

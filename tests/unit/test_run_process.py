@@ -4,6 +4,8 @@ be stopped."""
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,23 @@ def test_kubeherd_runs_as_a_user_without_a_passwd_entry(
         assert not process.exited()
     finally:
         process.kill()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_kubeherd_exits_promptly_on_sigterm_and_sigint(
+    unreachable_kubeconfig: Path, tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    """Kubernetes stops a pod with SIGTERM, a terminal with SIGINT. Both once left the process
+    hanging after Kopf had stopped: asyncio.run joined the thread in which Kopf waited for the
+    threading.Event that was its stop flag, and that was never set."""
+    process = KubeherdProcess(unreachable_kubeconfig, tmp_path / "kubeherd.log")
+    process.start(timeout=60)
+
+    signalled = time.monotonic()
+    process.stop(signal=stop_signal, timeout=10)  # kills it and fails if it is still running
+    took = time.monotonic() - signalled
+
+    assert process.returncode == 0, process.log_tail()
+    assert f"Signal {stop_signal.name} is received" in process.output()
+    assert "Activity 'stop' succeeded" in process.output()  # kubeherd's cleanup handler ran
+    print(f"kubeherd exited {took:.1f}s after {stop_signal.name}")

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
 import kopf
+from kopf._core.reactor.running import stop_flag_checker
 
 import kubeherd.main  # noqa: F401  (registers the handlers)
-from kubeherd.settings import NoDiffBase
+from kubeherd.settings import NoDiffBase, OperatorOptions
 
 
 def test_no_change_handlers_so_the_skipped_diff_base_is_never_needed() -> None:
@@ -21,3 +28,51 @@ def test_no_diff_base_builds_an_empty_essence() -> None:
     storage = NoDiffBase(prefix="kubeherd.io", key="last-handled-configuration", v1=False)
     body = kopf.Body({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}})
     assert storage.build(body=body) == {}
+
+
+def finishes(main: Callable[[], Coroutine[Any, Any, None]], options: OperatorOptions) -> bool:
+    """Whether asyncio.run(main()) returns within 5 s: in a thread, so that the test can tell."""
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    if thread.is_alive():
+        # Only a flag waited for in an executor thread keeps asyncio.run from returning: set it,
+        # so that the thread ends and pytest can exit.
+        options.demoted.set()
+        return False
+    return True
+
+
+def test_after_a_signal_asyncio_run_returns_though_the_demoted_flag_is_not_set() -> None:
+    """The end of kopf.run on SIGTERM or SIGINT: Kopf's stop-flag checker returns on the signal,
+    and asyncio.run cancels what is left and joins its default executor. With a threading.Event
+    as the stop flag, Kopf waited for it in that executor, and the join never returned."""
+    options = OperatorOptions()
+
+    async def signalled() -> None:
+        signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        checker = asyncio.create_task(
+            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.demoted)
+        )
+        await asyncio.sleep(0.1)
+        signal_flag.set_result(signal.SIGTERM)  # what Kopf's signal handler does
+        await asyncio.wait_for(checker, timeout=1)
+
+    assert finishes(signalled, options)
+    assert not options.demoted.is_set()  # `kubeherd run` exits 0
+
+
+def test_a_demoted_replica_stops_kopf() -> None:
+    options = OperatorOptions()
+
+    async def demoted() -> None:
+        signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        checker = asyncio.create_task(
+            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.demoted)
+        )
+        await asyncio.sleep(0.1)
+        options.demoted.set()  # as the peering watch does, in Kopf's loop
+        await asyncio.wait_for(checker, timeout=1)
+
+    assert finishes(demoted, options)
+    assert options.demoted.is_set()  # `kubeherd run` exits 1, to be restarted as a standby
