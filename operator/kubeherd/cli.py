@@ -52,7 +52,7 @@ def _run(options: argparse.Namespace) -> int:
         namespaces=options.namespace or (),
         liveness_endpoint=options.liveness or None,
         memo=kopf.Memo(options=operator_options),
-        stop_flag=operator_options.demoted,
+        stop_flag=operator_options.stopping,
     )
     # A replica that was outranked after it had been active exits non-zero, to be restarted.
     return 1 if operator_options.demoted.is_set() else 0

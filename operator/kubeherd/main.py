@@ -59,7 +59,7 @@ async def watch_peering(kube: Kube, options: OperatorOptions, clusterwide: bool)
             " (Kubernetes restarts this one as a standby).",
             leader,
         )
-        options.demoted.set()  # an asyncio.Event: this runs in Kopf's loop, as it must
+        options.demote()  # asyncio.Events: this runs in Kopf's loop, as it must
 
     watch = PeeringWatch(kube, options.peering, locations, demoted)
     await watch.ensure_objects()
@@ -69,6 +69,9 @@ async def watch_peering(kube: Kube, options: OperatorOptions, clusterwide: bool)
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    options: OperatorOptions | None = memo.get("options")
+    if options is not None:
+        options.stopping.set()
     watch: PeeringWatch | None = memo.get("peering")
     if watch is not None:
         await watch.stop()

@@ -28,12 +28,20 @@ class OperatorOptions:
     peering: PeeringOptions | None = None
     # The namespaces watched (`--namespace`); empty: all of them.
     namespaces: tuple[str, ...] = ()
-    # Set when a peer outranks this replica after it has been active: the operator exits (it is
-    # kopf.run's stop flag). An asyncio.Event, which Kopf awaits in its loop; a threading.Event
-    # Kopf waits for in an executor thread, which asyncio.run joins at exit: after SIGTERM or
-    # SIGINT, with the flag never set, the process never exited. The event binds to Kopf's loop
-    # when first awaited, so it may be made before kopf.run starts that loop.
+    # kopf.run's stop flag: set when a peer outranks this replica (see `demoted`), and by the
+    # cleanup handler when a signal stops the operator. An asyncio.Event, which Kopf awaits in
+    # its loop; a threading.Event Kopf waits for in an executor thread, which asyncio.run joins
+    # at exit: after SIGTERM or SIGINT, with the flag never set, the process never exited. And
+    # Kopf gives its waiter on the flag 5 s to end after a signal: setting it at cleanup ends
+    # it at once. The event binds to Kopf's loop when first awaited, so it may be made before
+    # kopf.run starts that loop.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set when a peer outranked this replica after it had been active: it exits non-zero.
     demoted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def demote(self) -> None:
+        self.demoted.set()
+        self.stopping.set()
 
 
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):

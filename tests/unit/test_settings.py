@@ -38,7 +38,7 @@ def finishes(main: Callable[[], Coroutine[Any, Any, None]], options: OperatorOpt
     if thread.is_alive():
         # Only a flag waited for in an executor thread keeps asyncio.run from returning: set it,
         # so that the thread ends and pytest can exit.
-        options.demoted.set()
+        options.stopping.set()
         return False
     return True
 
@@ -52,7 +52,7 @@ def test_after_a_signal_asyncio_run_returns_though_the_demoted_flag_is_not_set()
     async def signalled() -> None:
         signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         checker = asyncio.create_task(
-            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.demoted)
+            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.stopping)
         )
         await asyncio.sleep(0.1)
         signal_flag.set_result(signal.SIGTERM)  # what Kopf's signal handler does
@@ -68,11 +68,26 @@ def test_a_demoted_replica_stops_kopf() -> None:
     async def demoted() -> None:
         signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         checker = asyncio.create_task(
-            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.demoted)
+            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.stopping)
         )
         await asyncio.sleep(0.1)
-        options.demoted.set()  # as the peering watch does, in Kopf's loop
+        options.demote()  # as the peering watch does, in Kopf's loop
         await asyncio.wait_for(checker, timeout=1)
 
     assert finishes(demoted, options)
     assert options.demoted.is_set()  # `kubeherd run` exits 1, to be restarted as a standby
+
+
+def test_the_cleanup_handler_ends_kopfs_wait_on_the_stop_flag() -> None:
+    """After a signal Kopf gives its waiter on the stop flag 5 s to end before it cancels it:
+    kubeherd's cleanup sets the flag, so a stopped operator exits at once."""
+    import kopf
+
+    from kubeherd.main import stop
+
+    options = OperatorOptions()
+
+    asyncio.run(stop(memo=kopf.Memo(options=options)))
+
+    assert options.stopping.is_set()
+    assert not options.demoted.is_set()
