@@ -69,6 +69,11 @@ async def watch_peering(kube: Kube, options: OperatorOptions, clusterwide: bool)
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    await stop_operator(memo)
+
+
+async def stop_operator(memo: kopf.Memo) -> None:
+    """Stop kubeherd's own tasks and end Kopf's wait on the stop flag."""
     options: OperatorOptions | None = memo.get("options")
     if options is not None:
         options.stopping.set()

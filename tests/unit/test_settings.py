@@ -83,11 +83,11 @@ def test_the_cleanup_handler_ends_kopfs_wait_on_the_stop_flag() -> None:
     kubeherd's cleanup sets the flag, so a stopped operator exits at once."""
     import kopf
 
-    from kubeherd.main import stop
+    from kubeherd.main import stop_operator
 
     options = OperatorOptions()
 
-    asyncio.run(stop(memo=kopf.Memo(options=options)))
+    asyncio.run(stop_operator(kopf.Memo(options=options)))
 
     assert options.stopping.is_set()
     assert not options.demoted.is_set()
