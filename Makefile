@@ -11,6 +11,9 @@ RUN := $(UV) run --frozen
 LOCALCLUSTER := PYTHONPATH=hack $(RUN) python -m localcluster
 NODES ?= 3
 export NODES
+# REAL_NODE=1: cluster-up and run add a real node (kubelet, containerd; needs root).
+REAL_NODE ?=
+export REAL_NODE
 
 .PHONY: help
 help: ## List the targets
@@ -36,11 +39,11 @@ bins: deps ## Build (or find cached) etcd, kube-*, kubectl, kwok and helm from h
 	$(LOCALCLUSTER) build
 
 .PHONY: cluster-up
-cluster-up: deps ## Start the local control plane with NODES fake nodes (idempotent); see .cluster/
+cluster-up: deps ## Start the local control plane with NODES fake nodes (REAL_NODE=1: and a real node)
 	$(LOCALCLUSTER) up
 
 .PHONY: cluster-down
-cluster-down: deps ## Stop every process cluster-up started
+cluster-down: deps ## Stop every process cluster-up started and undo the real node's machine changes
 	$(LOCALCLUSTER) down
 
 .PHONY: cluster-status

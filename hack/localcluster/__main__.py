@@ -8,8 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster.binaries import ALL_BINARIES, ensure_binaries
+from localcluster.binaries import ALL_BINARIES, Binaries, ensure_binaries
 from localcluster.cluster import ClusterError, LocalCluster
+from localcluster.images import PAUSE_IMAGE, ensure_images
+from localcluster.realnode import RealNodeError, real_node_supported
 
 DEFAULT_FOLDER = Path(__file__).resolve().parent.parent.parent / ".cluster"
 
@@ -34,6 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         default=int(os.environ.get("NODES", "3")),
         help="fake nodes, the first a tainted control-plane node (default: $NODES or 3)",
     )
+    parser.add_argument(
+        "--real-node",
+        action=argparse.BooleanOptionalAction,
+        default=os.environ.get("REAL_NODE", "") not in ("", "0"),
+        help="add a real node (kubelet, containerd, kube-proxy; needs root) with the images "
+        "built here (default: $REAL_NODE)",
+    )
     options = parser.parse_args(argv)
 
     try:
@@ -48,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
             # Stopping needs no binaries: it works even after the cache was removed.
             LocalCluster(options.dir).down()
             return 0
-        cluster = LocalCluster(options.dir, ensure_binaries(), nodes=options.nodes)
+        binaries = ensure_binaries()
+        if options.command == "up" and options.real_node:
+            cluster = real_node_cluster(options.dir, binaries, nodes=options.nodes)
+        else:
+            cluster = LocalCluster(options.dir, binaries, nodes=options.nodes)
         if options.command == "up":
             cluster.up()
             return 0
@@ -59,8 +72,25 @@ def main(argv: list[str] | None = None) -> int:
             print("no cluster running")
         return 0 if cluster.is_up() else 1
     except (ClusterError, RuntimeError, TimeoutError) as error:
+        # RuntimeError covers RealNodeError, HostPackageError and ImageBuildError.
         print(f"error: {error}", file=sys.stderr)
         return 1
+
+
+def real_node_cluster(folder: Path, binaries: Binaries, *, nodes: int) -> LocalCluster:
+    """A cluster with the real node, its images built (or found in the cache) first."""
+    reason = real_node_supported()
+    if reason:
+        raise RealNodeError(f"REAL_NODE=1: {reason}")
+    archives = tuple(image.archive for image in ensure_images(binaries))
+    return LocalCluster(
+        folder,
+        binaries,
+        nodes=nodes,
+        real_node=True,
+        image_archives=archives,
+        pause_image=PAUSE_IMAGE,
+    )
 
 
 if __name__ == "__main__":

@@ -36,12 +36,16 @@ from pathlib import Path
 from localcluster.binaries import Binaries
 from localcluster.nodes import FakeNodes, default_node_manifests
 from localcluster.pki import Pki, generate_pki
+from localcluster.realnode import APISERVER_FORWARD_PORT as NODE_APISERVER_PORT
+from localcluster.realnode import NODE_COMPONENTS, NODE_IP, NODE_NAME, RealNode, mounts_under
 from localcluster.stages import write_stages
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 # The order components start in; they stop in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# kwok gives every fake node this InternalIP.
+KWOK_NODE_IP = "10.0.0.1"
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 15.0
 
@@ -102,6 +106,10 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
+    # The real node's health and metrics ports (0 when the cluster has none).
+    kubelet_healthz: int = 0
+    proxy_healthz: int = 0
+    proxy_metrics: int = 0
 
     def listening(self) -> list[int]:
         return [port for port in self.__dict__.values() if port_is_listening(port)]
@@ -114,11 +122,18 @@ class LocalCluster:
         binaries: Binaries | None = None,
         *,
         nodes: int = 3,
+        real_node: bool = False,
+        image_archives: tuple[Path, ...] = (),
+        pause_image: str = "",
         report: Report = _print_report,
     ) -> None:
         self.folder = folder.resolve()
         self.binaries = binaries
         self.node_count = nodes
+        # With a real node: the images loaded into its containerd, the pause image among them.
+        self.with_real_node = real_node
+        self.image_archives = image_archives
+        self.pause_image = pause_image
         self.report = report
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -150,6 +165,24 @@ class LocalCluster:
         except (FileNotFoundError, KeyError, TypeError, json.JSONDecodeError):
             return None
 
+    def has_real_node(self) -> bool:
+        """Whether the running cluster (per its state file) was started with a real node."""
+        try:
+            return bool(json.loads(self._state_file.read_text()).get("real_node"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+
+    def _components(self) -> tuple[str, ...]:
+        return (*COMPONENTS, *NODE_COMPONENTS) if self.has_real_node() else COMPONENTS
+
+    def _real_node(self) -> RealNode:
+        return RealNode(
+            self.folder,
+            report=self.report,
+            start_process=self._start_executable,
+            stop_process=self._stop_component,
+        )
+
     # Processes ---------------------------------------------------------------------------------
 
     def _pid_of(self, component: str) -> int | None:
@@ -169,11 +202,13 @@ class LocalCluster:
         return pid if ours and working_directory == self.folder and _is_alive(pid) else None
 
     def running_components(self) -> dict[str, int]:
-        found = {name: self._pid_of(name) for name in COMPONENTS}
+        found = {name: self._pid_of(name) for name in (*COMPONENTS, *NODE_COMPONENTS)}
         return {name: pid for name, pid in found.items() if pid is not None}
 
     def is_up(self) -> bool:
-        return len(self.running_components()) == len(COMPONENTS) and self._apiserver_ready()
+        wanted = self._components()
+        running = self.running_components()
+        return all(name in running for name in wanted) and self._apiserver_ready()
 
     def _binaries(self) -> Binaries:
         if self.binaries is None:
@@ -181,16 +216,26 @@ class LocalCluster:
         return self.binaries
 
     def _start(self, component: str, arguments: list[str]) -> None:
+        self._start_executable(component, self._binaries().path(component), arguments, None)
+
+    def _start_executable(
+        self,
+        component: str,
+        executable: Path,
+        arguments: list[str],
+        environment: dict[str, str] | None,
+    ) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
         self._pids.mkdir(parents=True, exist_ok=True)
         with (self.logs / f"{component}.log").open("ab") as log:
             process = subprocess.Popen(
-                [str(self._binaries().path(component)), *arguments],
+                [str(executable), *arguments],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.folder,
                 start_new_session=True,
+                env=environment,
             )
         self._children[component] = process
         (self._pids / f"{component}.pid").write_text(f"{process.pid}\n")
@@ -271,6 +316,11 @@ class LocalCluster:
         """Start the cluster, or do nothing but top up the default nodes if it already runs."""
         started = time.monotonic()
         if self.is_up():
+            if self.with_real_node and not self.has_real_node():
+                raise ClusterError(
+                    f"a cluster without a real node runs in {self.folder}: "
+                    "`make cluster-down` first"
+                )
             self.report(f"cluster already running ({self.folder})")
             self._create_default_nodes()
             return
@@ -282,16 +332,23 @@ class LocalCluster:
             self._start_control_plane()
             self._create_default_nodes()
             self._wait_for_default_service_account()
+            if self.with_real_node:
+                self._start_real_node()
         except BaseException:
             self.down(quiet=True)
             raise
+        real = f" and real node {NODE_NAME}" if self.with_real_node else ""
         self.report(
-            f"cluster ready in {time.monotonic() - started:.1f}s: {self.node_count} nodes, "
-            f"KUBECONFIG={self.kubeconfig}"
+            f"cluster ready in {time.monotonic() - started:.1f}s: {self.node_count} fake nodes"
+            f"{real}, KUBECONFIG={self.kubeconfig}"
         )
 
     def _reset_folder(self) -> None:
-        for name in ("etcd", "pki", "pids", "logs", "kubeconfig", "state.json"):
+        node_folder = self.folder / "node"
+        if node_folder.exists() and mounts_under(node_folder):
+            # Removing files through a mount would reach into containers' filesystems.
+            raise ClusterError(f"{node_folder} still has mounts: run `make cluster-down` first")
+        for name in ("etcd", "pki", "pids", "logs", "kubeconfig", "state.json", "node"):
             path = self.folder / name
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -301,8 +358,9 @@ class LocalCluster:
         self._binaries().link_into(self.folder / "bin")
 
     def _start_control_plane(self) -> None:
-        ports = Ports(*free_loopback_ports(6))
-        self._state_file.write_text(json.dumps({"ports": ports.__dict__}, indent=2) + "\n")
+        ports = Ports(*free_loopback_ports(9 if self.with_real_node else 6))
+        state = {"ports": ports.__dict__, "real_node": self.with_real_node}
+        self._state_file.write_text(json.dumps(state, indent=2) + "\n")
         pki = generate_pki(self.folder / "pki")
         self._write_kubeconfig(ports.apiserver, pki)
         kubeconfig = str(self.kubeconfig)
@@ -360,6 +418,10 @@ class LocalCluster:
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # For logs and exec on the real node; node names do not resolve here.
+                f"--kubelet-client-certificate={pki.kubelet_client_cert}",
+                f"--kubelet-client-key={pki.kubelet_client_key}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
             ],
         )
         self._wait_until("kube-apiserver", self._apiserver_ready, "/readyz")
@@ -388,6 +450,8 @@ class LocalCluster:
                 f"--cluster-signing-key-file={pki.ca_key}",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--profiling=false",
+                # Its default, /usr/libexec/kubernetes/..., would be created on the machine.
+                f"--flex-volume-plugin-dir={self.folder / 'flexvolume'}",
             ],
         )
         self._start(
@@ -529,9 +593,92 @@ class LocalCluster:
                     raise
             time.sleep(0.2)
 
+    def _start_real_node(self) -> None:
+        ports = self.ports()
+        assert ports is not None
+        step = time.monotonic()
+        self._real_node().up(
+            self._binaries(),
+            self.pki,
+            ports.apiserver,
+            self._client_kubeconfig,
+            service_range=SERVICE_CLUSTER_IP_RANGE,
+            guarded_ranges=(POD_CIDR, f"{KWOK_NODE_IP}/32"),
+            pause_image=self.pause_image,
+            image_archives=self.image_archives,
+            wait_until=self._wait_until,
+            ports=(ports.kubelet_healthz, ports.proxy_healthz, ports.proxy_metrics),
+        )
+        self._point_kubernetes_service_at_node()
+        FakeNodes(self.core_v1()).wait_ready([NODE_NAME], timeout=START_TIMEOUT)
+        self.report(f"  real node {NODE_NAME} Ready in {time.monotonic() - step:.1f}s")
+
+    def _point_kubernetes_service_at_node(self) -> None:
+        """Pods reach the API server at the `kubernetes` Service: its endpoint is the node's
+        forwarder, since the API server listens on loopback only (and reconciles no endpoints)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        api = client.DiscoveryV1Api(self.core_v1().api_client)  # type: ignore[attr-defined]
+        slice_body = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": "kubernetes-real-node",
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "kubernetes"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": NODE_APISERVER_PORT, "protocol": "TCP"}],
+        }
+        try:
+            api.create_namespaced_endpoint_slice("default", slice_body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    def _client_kubeconfig(self, user: str, cert: Path, key: Path, path: Path) -> Path:
+        """A kubeconfig for this cluster that logs in with a client certificate."""
+        import yaml
+
+        cluster_entry = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": cluster_entry}],
+            "users": [
+                {
+                    "name": user,
+                    "user": {"client-certificate": str(cert), "client-key": str(key)},
+                }
+            ],
+            "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
+            "current-context": user,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        path.chmod(0o600)
+        return path
+
+    def _stop_component(self, component: str) -> None:
+        pid = self._pid_of(component)
+        child = self._children.get(component)
+        if pid is None and child is not None and child.poll() is None:
+            pid = child.pid
+        if pid is not None:
+            self._stop(component, pid)
+        with contextlib.suppress(FileNotFoundError):
+            (self._pids / f"{component}.pid").unlink()
+
     def down(self, *, quiet: bool = False) -> None:
-        """Stop every component this folder's pid files name, in reverse start order."""
+        """Stop every component this folder's pid files name, in reverse start order; a real
+        node first, undoing what it changed on the machine."""
         stopped = []
+        node = self._real_node()
+        if node.paths.changes.is_file():
+            node.down(self.folder / "bin")
+            stopped.append(f"real node {NODE_NAME}")
         for component in reversed(COMPONENTS):
             pid = self._pid_of(component)
             child = self._children.get(component)

@@ -52,6 +52,14 @@ class Pki:
         return self.folder / "admin.key"
 
     @property
+    def kubelet_client_cert(self) -> Path:
+        return self.folder / "apiserver-kubelet-client.crt"
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.folder / "apiserver-kubelet-client.key"
+
+    @property
     def service_account_key(self) -> Path:
         return self.folder / "sa.key"
 
@@ -169,6 +177,13 @@ def generate_pki(folder: Path) -> Pki:
     pki.admin_cert.write_bytes(cert)
     _write_secret(pki.admin_key, key)
 
+    # The API server's identity towards kubelets (logs, exec), as kubeadm issues it.
+    cert, key = leaf(
+        "kube-apiserver-kubelet-client", "system:masters", ExtendedKeyUsageOID.CLIENT_AUTH, []
+    )
+    pki.kubelet_client_cert.write_bytes(cert)
+    _write_secret(pki.kubelet_client_key, key)
+
     service_account_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_secret(pki.service_account_key, _private_pem(service_account_key))
     pki.service_account_public_key.write_bytes(
@@ -177,3 +192,36 @@ def generate_pki(folder: Path) -> Pki:
         )
     )
     return pki
+
+
+def issue_client_certificate(
+    pki: Pki, stem: Path, common_name: str, organization: str
+) -> tuple[Path, Path]:
+    """A client certificate from the cluster's CA (a node's or kube-proxy's identity), written
+    to `stem`.crt and `stem`.key."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError("the cluster CA key is not an EC key")
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
+        ]
+    )
+    cert = _issue(
+        subject,
+        key.public_key(),
+        ca_cert.subject,
+        ca_key,
+        [
+            (x509.BasicConstraints(ca=False, path_length=None), True),
+            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False),
+        ],
+    )
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = stem.with_suffix(".crt"), stem.with_suffix(".key")
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_secret(key_path, _private_pem(key))
+    return cert_path, key_path
