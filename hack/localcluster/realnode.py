@@ -816,9 +816,12 @@ def machine_snapshot() -> dict[str, Any]:
         rules["nft"] = [_COUNTERS.sub("", line) for line in ruleset.splitlines()]
     processes = []
     for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() in NODE_PROCESS_NAMES:
-                processes.append(f"{entry.name} {(entry / 'comm').read_text().strip()}")
+        with contextlib.suppress(OSError, IndexError):
+            name = (entry / "comm").read_text().strip() if entry.name.isdigit() else ""
+            # A zombie has exited; only its parent has yet to collect its status.
+            running = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            if name in NODE_PROCESS_NAMES and running:
+                processes.append(f"{entry.name} {name}")
     return {
         "interfaces": sorted(line.split(":")[1].strip().split("@")[0] for line in interfaces),
         "mounts": sorted(mounts),

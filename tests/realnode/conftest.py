@@ -1,0 +1,171 @@
+"""Fixtures of the tests that need a real node: a cluster of their own (two kwok nodes and the
+real node, as `make cluster-up NODES=2 REAL_NODE=1` makes it), the images built here, and the
+chart installed as a user installs it, running the operator image on the real node.
+
+The rest of the suite keeps its kwok-only cluster: its tests count nodes and pods exactly, and
+kwok runs any image. Here every pod that matters runs on the real node.
+
+Where the machine cannot run a real node (not root, not Debian) these tests are skipped, saying
+why; with KUBEHERD_REQUIRE_REAL_NODE=1 (CI sets it) that is a failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from localcluster.binaries import Binaries
+from localcluster.cluster import LocalCluster
+from localcluster.images import (
+    OPERATOR_IMAGE,
+    PAUSE_IMAGE,
+    ImageArchive,
+    ensure_images,
+)
+from localcluster.realnode import NODE_NAME, REAL_NODE_LABEL, machine_snapshot, real_node_supported
+from tests.helpers import REPO, Kubectl, eventually
+from tests.integration.daemonsets import DaemonSets
+
+REQUIRE_REAL_NODE = "KUBEHERD_REQUIRE_REAL_NODE"
+CHART = REPO / "charts" / "kubeherd"
+RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
+ON_REAL_NODE = {REAL_NODE_LABEL: "true"}
+
+
+@dataclass
+class RealCluster:
+    cluster: LocalCluster
+    binaries: Binaries
+    images: list[ImageArchive]
+    # The machine as it was before the real node started: what cluster-down must restore.
+    machine_before: dict[str, Any]
+    kubectl: Kubectl
+    api: client.ApiClient
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def daemonsets(self, namespace: str) -> DaemonSets:
+        return DaemonSets(self.custom, self.core, self.apps, namespace)
+
+    def helm(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(self.binaries.path("helm")),
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                *arguments,
+            ],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=300,
+        )
+
+
+def skip_or_fail(reason: str) -> None:
+    if os.environ.get(REQUIRE_REAL_NODE) == "1":
+        pytest.fail(f"{REQUIRE_REAL_NODE}=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(binaries: Binaries) -> Iterator[RealCluster]:
+    reason = real_node_supported()
+    if reason:
+        skip_or_fail(reason)
+    images = ensure_images(binaries)
+    folder = Path(os.environ.get("KUBEHERD_REAL_CLUSTER_DIR", REPO / ".cluster" / "pytest-real"))
+    before = machine_snapshot()
+    cluster = LocalCluster(
+        folder,
+        binaries,
+        nodes=2,
+        real_node=True,
+        image_archives=tuple(image.archive for image in images),
+        pause_image=PAUSE_IMAGE,
+    )
+    cluster.up()
+    try:
+        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        kubectl = Kubectl(binaries.path("kubectl"), cluster.kubeconfig)
+        yield RealCluster(cluster, binaries, images, before, kubectl, api)
+    finally:
+        cluster.down()
+
+
+def chart_values(**overrides: Any) -> list[str]:
+    """The chart's default values but for what a cluster without a registry needs: the image
+    built here, never pulled, and the real node (kwok pods run nothing)."""
+    repository, _, tag = OPERATOR_IMAGE.rpartition(":")
+    settings = {
+        "image.repository": repository,
+        "image.tag": tag,
+        "image.pullPolicy": "Never",
+        **{key: str(value) for key, value in overrides.items()},
+    }
+    # --set splits keys at dots (the label's own are escaped) and would make "true" a boolean.
+    selector = "nodeSelector." + REAL_NODE_LABEL.replace(".", "\\.") + "=true"
+    return [f"--set={key}={value}" for key, value in settings.items()] + [
+        f"--set-string={selector}"
+    ]
+
+
+def operator_pods(real: RealCluster) -> list[Any]:
+    pods = real.core.list_namespaced_pod(
+        RELEASE_NAMESPACE, label_selector="app.kubernetes.io/name=kubeherd"
+    ).items
+    return [pod for pod in pods if pod.metadata.deletion_timestamp is None]
+
+
+def is_ready(pod: Any) -> bool:
+    conditions = (pod.status.conditions or []) if pod.status else []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def wait_for_ready_operators(real: RealCluster, count: int, timeout: float = 180) -> list[Any]:
+    def ready() -> list[Any] | None:
+        pods = operator_pods(real)
+        return pods if len(pods) == count and all(map(is_ready, pods)) else None
+
+    return eventually(ready, timeout=timeout, what=f"{count} Ready operator pod(s)")
+
+
+@pytest.fixture(scope="session")
+def chart_operator(real_cluster: RealCluster) -> RealCluster:
+    """`helm install` of the chart with its default values (one replica) on the real node."""
+    real_cluster.helm(
+        "upgrade",
+        "--install",
+        RELEASE,
+        str(CHART),
+        f"--namespace={RELEASE_NAMESPACE}",
+        "--create-namespace",
+        "--wait",
+        "--timeout=300s",
+        *chart_values(),
+    )
+    wait_for_ready_operators(real_cluster, 1)
+    return real_cluster
+
+
+def on_real_node(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return {**pod_spec, "nodeSelector": ON_REAL_NODE}
+
+
+__all__ = ["NODE_NAME", "RealCluster"]

@@ -1,0 +1,250 @@
+"""The chart as users install it, running the operator image built from ./Dockerfile as a real
+pod: Ready on Kopf's /healthz, non-root on a read-only root filesystem, stopped promptly and
+cleanly, rolled by `helm upgrade`, two replicas handing over, and an image without development
+or benchmark packages."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import watch
+
+from tests.helpers import REPO, eventually
+from tests.realnode.conftest import (
+    RELEASE,
+    RELEASE_NAMESPACE,
+    RealCluster,
+    chart_values,
+    operator_pods,
+    wait_for_ready_operators,
+)
+from tests.realnode.workloads import box_daemonset, real_namespace
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
+
+CHART = REPO / "charts" / "kubeherd"
+# Generous for a loaded 2-core machine; the operator itself stops in well under 2 s.
+PROMPT_EXIT = 10.0
+
+
+def exec_in(real: RealCluster, pod: str, *command: str) -> str:
+    done = real.kubectl("exec", "-n", RELEASE_NAMESPACE, pod, "--", *command, check=False)
+    return done.stdout + done.stderr
+
+
+class LastStatus:
+    """Watches one pod from before it is deleted, keeping the last status the kubelet wrote."""
+
+    def __init__(self, real: RealCluster, pod: Any) -> None:
+        self.last: Any = pod
+        self.deleted = threading.Event()
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._follow, args=(real, pod.metadata))
+        self._thread.start()
+
+    def _follow(self, real: RealCluster, metadata: Any) -> None:
+        for event in self._watch.stream(
+            real.core.list_namespaced_pod,
+            metadata.namespace,
+            field_selector=f"metadata.name={metadata.name}",
+            resource_version=metadata.resource_version,
+            timeout_seconds=60,
+        ):
+            self.last = event["object"]
+            if event["type"] == "DELETED":
+                self.deleted.set()
+                self._watch.stop()
+
+    def exit_codes(self) -> list[int | None]:
+        self._thread.join(timeout=60)
+        codes = []
+        for status in self.last.status.container_statuses or []:
+            terminated = status.state.terminated if status.state else None
+            codes.append(terminated.exit_code if terminated else None)
+        return codes
+
+
+def delete_pod_timed(real: RealCluster, pod: Any) -> tuple[float, list[int | None]]:
+    """`kubectl delete pod` (which waits until it is gone): how long it took, and the exit
+    codes of its containers."""
+    follower = LastStatus(real, pod)
+    started = time.monotonic()
+    real.kubectl("delete", "pod", "-n", RELEASE_NAMESPACE, pod.metadata.name, "--timeout=60s")
+    elapsed = time.monotonic() - started
+    return elapsed, follower.exit_codes()
+
+
+def test_the_chart_with_default_values_runs_a_ready_operator_on_the_real_node(
+    chart_operator: RealCluster,
+) -> None:
+    (pod,) = operator_pods(chart_operator)
+
+    assert pod.spec.node_name == "real-node"
+    (status,) = pod.status.container_statuses
+    assert status.ready
+    assert status.restart_count == 0
+    assert status.image.endswith("localhost/kubeherd/kubeherd:dev")
+    name = pod.metadata.name
+    # As the chart says: uid and gid 65532 (no passwd entry), and a read-only root filesystem.
+    ids = exec_in(
+        chart_operator, name, "python", "-c", "import os; print(os.getuid(), os.getgid())"
+    )
+    assert ids.strip() == "65532 65532"
+    write = exec_in(chart_operator, name, "python", "-c", "open('/written', 'w')")
+    assert "Read-only file system" in write
+    logs = chart_operator.kubectl("logs", "-n", RELEASE_NAMESPACE, name).stdout
+    assert "getpwuid" not in logs
+
+
+def test_the_operator_pod_reconciles_a_customdaemonset(chart_operator: RealCluster) -> None:
+    with real_namespace(chart_operator, "reconciles") as namespace:
+        daemonsets = chart_operator.daemonsets(namespace)
+        name = daemonsets.create(box_daemonset("web", "httpd -f -p 8080 -h /www"))
+
+        status = daemonsets.wait_for_status(name, timeout=120, numberReady=1)
+
+        assert status["desiredNumberScheduled"] == 1
+        (pod,) = daemonsets.pods(name)
+        assert pod.spec.node_name == "real-node"
+
+
+def test_deleting_the_operator_pod_stops_it_in_seconds_with_exit_code_0(
+    chart_operator: RealCluster,
+) -> None:
+    (pod,) = operator_pods(chart_operator)
+
+    elapsed, exit_codes = delete_pod_timed(chart_operator, pod)
+
+    assert elapsed < PROMPT_EXIT, f"kubectl delete pod took {elapsed:.1f}s"
+    # 137 would be SIGKILL at the end of the grace period.
+    assert exit_codes == [0]
+    wait_for_ready_operators(chart_operator, 1)
+
+
+@pytest.fixture
+def restore_release(chart_operator: RealCluster) -> Iterator[RealCluster]:
+    yield chart_operator
+    chart_operator.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        f"--namespace={RELEASE_NAMESPACE}",
+        "--wait",
+        "--timeout=300s",
+        *chart_values(),
+    )
+    wait_for_ready_operators(chart_operator, 1)
+
+
+def test_helm_upgrade_rolls_the_operator_pod(restore_release: RealCluster) -> None:
+    real = restore_release
+    (before,) = operator_pods(real)
+
+    real.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        f"--namespace={RELEASE_NAMESPACE}",
+        "--wait",
+        "--timeout=300s",
+        *chart_values(**{"operator.verbose": "true"}),
+    )
+
+    (after,) = wait_for_ready_operators(real, 1)
+    assert after.metadata.name != before.metadata.name
+    assert "--verbose" in after.spec.containers[0].args
+
+
+def peering_entries(real: RealCluster) -> dict[str, Any]:
+    body = real.kubectl("get", "clusterkopfpeering", "kubeherd", "-o", "json", check=False)
+    if body.returncode != 0:
+        return {}
+    status: dict[str, Any] = json.loads(body.stdout).get("status") or {}
+    return status
+
+
+def active_replica(real: RealCluster, pods: list[Any]) -> tuple[Any, Any] | None:
+    """(active, standby) by what each replica logs last."""
+    said = {}
+    for pod in pods:
+        logs = real.kubectl("logs", "-n", RELEASE_NAMESPACE, pod.metadata.name, check=False)
+        lines = [
+            line for line in logs.stdout.splitlines() if "Active:" in line or "Standing by" in line
+        ]
+        said[pod.metadata.name] = lines[-1] if lines else ""
+    active = [pod for pod in pods if "Active:" in said[pod.metadata.name]]
+    standby = [pod for pod in pods if "Standing by" in said[pod.metadata.name]]
+    return (active[0], standby[0]) if len(active) == 1 and len(standby) == 1 else None
+
+
+def test_two_replicas_hand_over_when_the_active_pod_is_deleted(
+    restore_release: RealCluster,
+) -> None:
+    real = restore_release
+    real.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        f"--namespace={RELEASE_NAMESPACE}",
+        "--wait",
+        "--timeout=300s",
+        *chart_values(replicaCount=2),
+    )
+    pods = wait_for_ready_operators(real, 2)
+    active, standby = eventually(
+        lambda: active_replica(real, operator_pods(real)), timeout=60, what="one active replica"
+    )
+    assert set(peering_entries(real)) >= {active.metadata.name, standby.metadata.name}
+
+    elapsed, exit_codes = delete_pod_timed(real, active)
+
+    assert elapsed < PROMPT_EXIT, f"kubectl delete pod took {elapsed:.1f}s"
+    assert exit_codes == [0]
+
+    def took_over() -> bool:
+        logs = real.kubectl("logs", "-n", RELEASE_NAMESPACE, standby.metadata.name).stdout
+        return "Active:" in logs.splitlines()[-1] if logs else False
+
+    started = time.monotonic()
+    eventually(took_over, timeout=30, what="the standby replica to become active")
+    assert time.monotonic() - started < 30
+    assert len(pods) == 2
+
+
+def dependency_group_packages(group: str) -> set[str]:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    names = set()
+    for requirement in pyproject["dependency-groups"][group]:
+        name = requirement.split(";")[0]
+        for separator in "<>=!~[ ":
+            name = name.split(separator)[0]
+        names.add(name.lower().replace("_", "-"))
+    return names
+
+
+def test_the_image_holds_no_development_or_benchmark_packages(
+    chart_operator: RealCluster,
+) -> None:
+    (pod,) = operator_pods(chart_operator)
+    listing = exec_in(
+        chart_operator,
+        pod.metadata.name,
+        "python",
+        "-c",
+        "import importlib.metadata as m; "
+        "print('\\n'.join(sorted({d.metadata['Name'].lower() for d in m.distributions()})))",
+    )
+    installed = {line.strip().replace("_", "-") for line in listing.splitlines() if line.strip()}
+
+    assert {"kopf", "kubeherd", "pydantic"} <= installed
+    unwanted = dependency_group_packages("dev") | dependency_group_packages("bench")
+    # Some dev tools are also runtime dependencies (pyyaml): those are wanted.
+    runtime = {"pyyaml", "kubernetes-asyncio", "kopf", "pydantic"}
+    assert installed & (unwanted - runtime) == set()
+    assert not installed & {"matplotlib", "numpy", "pillow", "py-spy", "pytest", "mypy", "ruff"}

@@ -1,0 +1,66 @@
+"""What the real-node tests run: CustomDaemonSets of the test image on the real node, in
+namespaces of their own."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.images import TESTBOX_IMAGE
+from localcluster.realnode import REAL_NODE_LABEL
+from tests.integration.daemonsets import GROUP, VERSION
+
+if TYPE_CHECKING:
+    from tests.realnode.conftest import RealCluster
+
+ON_REAL_NODE = {REAL_NODE_LABEL: "true"}
+
+
+@contextlib.contextmanager
+def real_namespace(real: RealCluster, purpose: str) -> Iterator[str]:
+    name = f"real-{purpose}-{secrets.token_hex(3)}"
+    real.core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(ApiException):
+            real.core.delete_namespace(name)
+
+
+def box_container(command: str, **container: Any) -> dict[str, Any]:
+    return {
+        "name": "box",
+        "image": TESTBOX_IMAGE,
+        # Built here and loaded into the node: there is no registry to pull from.
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", command],
+        **container,
+    }
+
+
+def box_daemonset(
+    name: str, command: str, *, container: dict[str, Any] | None = None, **pod_spec: Any
+) -> dict[str, Any]:
+    """A CustomDaemonSet of the test image on the real node only, running `command` in sh."""
+    labels = {"app": name}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "CustomDaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": ON_REAL_NODE,
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [box_container(command, **(container or {}))],
+                    **pod_spec,
+                },
+            },
+        },
+    }
