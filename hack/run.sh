@@ -20,13 +20,18 @@ HELM=$(binary helm)
 
 case "$CLUSTER" in
   local)
-    echo "==> Starting the local control plane with ${NODES:-3} fake nodes"
+    if [[ -n ${REAL_NODE:-} && ${REAL_NODE} != 0 ]]; then
+      echo "==> Starting the local control plane with ${NODES:-3} fake nodes and a real node"
+    else
+      echo "==> Starting the local control plane with ${NODES:-3} fake nodes"
+    fi
     localcluster up
     CLUSTER_DIR=${KUBEHERD_CLUSTER_DIR:-.cluster}
     export KUBECONFIG=$PWD/$CLUSTER_DIR/kubeconfig
     [[ $CLUSTER_DIR = /* ]] && KUBECONFIG=$CLUSTER_DIR/kubeconfig
     try_env="export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$KUBECONFIG")/bin:\$PATH"
-    # kwok pods run nothing: the SchedulerProfiles' scheduler pods never bind a pod here.
+    # kwok pods run nothing: without a real node the SchedulerProfiles' scheduler pods never
+    # bind a pod here.
     try_local="
   kubectl label node worker-1 monitoring=enabled    # node-exporter starts on worker-1
   kubectl get pods -n kube-system -l app=log-shipper   # Pending: see the README's Troubleshooting"
@@ -56,6 +61,20 @@ echo "    the operator runs here, in the foreground)"
 echo "==> Applying examples/"
 "$KUBECTL" apply -f examples/
 
+if [[ $CLUSTER = local && -n ${REAL_NODE:-} && ${REAL_NODE} != 0 ]]; then
+  # kwok pods run nothing: the SchedulerProfiles' kube-scheduler pods go to the real node, where
+  # they run for real, take their Lease and bind the pods that name them (log-shipper).
+  echo "==> Placing the SchedulerProfiles' scheduler pods on the real node"
+  for profile in $("$KUBECTL" get schedulerprofiles -A \
+      -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}'); do
+    "$KUBECTL" patch schedulerprofile -n "${profile%%/*}" "${profile##*/}" --type=merge \
+      -p '{"spec":{"nodeSelector":{"kubeherd.io/real-node":"true"}}}' >/dev/null
+  done
+  try_local="
+  kubectl label node worker-1 monitoring=enabled    # node-exporter starts on worker-1
+  kubectl get pods -n kube-system -o wide -l app=log-shipper   # bound by node-agent-scheduler"
+fi
+
 cat <<EOF
 
 kubeherd runs below (Ctrl-C stops it; the cluster keeps running, \`make cluster-down\` stops it).
@@ -65,9 +84,7 @@ In another terminal, try:
   kubectl get cds,sp -A
   kubectl describe cds -n kube-system fluentd-elasticsearch
   kubectl describe sp -n kube-system three-profiles
-  kubectl label node worker-1 monitoring=enabled    # node-exporter starts on worker-1
-  kubectl get events -n kube-system --field-selector involvedObject.kind=CustomDaemonSet
-  kubectl get pods -n kube-system -l app=log-shipper   # Pending: see the README's Troubleshooting
+  kubectl get events -n kube-system --field-selector involvedObject.kind=CustomDaemonSet$try_local
 
 EOF
 # No liveness endpoint: nothing probes a process in a terminal.

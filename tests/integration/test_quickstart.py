@@ -97,8 +97,8 @@ def test_make_run_then_what_it_suggests(
             ["kubectl", "get", "cds,sp"],
             ["kubectl", "describe", "cds"],
             ["kubectl", "describe", "sp"],
-            ["kubectl", "label", "node"],
             ["kubectl", "get", "events"],
+            ["kubectl", "label", "node"],
             ["kubectl", "get", "pods"],
         ]
         results = {" ".join(c[1:3]): kubectl(*c[1:], check=False) for c in commands}
