@@ -48,6 +48,7 @@ from localcluster.binaries import (
     envtest_overrides,
     required_version,
 )
+from localcluster.hostpackages import IMAGE_PACKAGES, ensure_packages
 
 REPO_DIR = HACK_DIR.parent
 PAUSE_SOURCE = HACK_DIR / "images" / "pause.c"
@@ -771,6 +772,8 @@ def ensure_images(
             with _exclusive(cache, report):
                 _unmount_all_under(cache)
         return archives
+    # Installed with apt when missing (as root on Debian), else a message saying what to install.
+    ensure_packages(IMAGE_PACKAGES, report)
     _require_command("buildah")
     if any(image.name == "pause" for image, _ in pending):
         _require_command("gcc")
