@@ -169,15 +169,16 @@ def peering_entries(real: RealCluster) -> dict[str, Any]:
     return status
 
 
+def last_peering_line(real: RealCluster, pod: Any) -> str:
+    """What a replica last said about its part: "Active: ..." or "Standing by: ..."."""
+    logs = real.kubectl("logs", "-n", RELEASE_NAMESPACE, pod.metadata.name, check=False).stdout
+    said = [line for line in logs.splitlines() if "Active:" in line or "Standing by" in line]
+    return said[-1] if said else ""
+
+
 def active_replica(real: RealCluster, pods: list[Any]) -> tuple[Any, Any] | None:
-    """(active, standby) by what each replica logs last."""
-    said = {}
-    for pod in pods:
-        logs = real.kubectl("logs", "-n", RELEASE_NAMESPACE, pod.metadata.name, check=False)
-        lines = [
-            line for line in logs.stdout.splitlines() if "Active:" in line or "Standing by" in line
-        ]
-        said[pod.metadata.name] = lines[-1] if lines else ""
+    """(active, standby) by what each replica logged last."""
+    said = {pod.metadata.name: last_peering_line(real, pod) for pod in pods}
     active = [pod for pod in pods if "Active:" in said[pod.metadata.name]]
     standby = [pod for pod in pods if "Standing by" in said[pod.metadata.name]]
     return (active[0], standby[0]) if len(active) == 1 and len(standby) == 1 else None
@@ -208,8 +209,7 @@ def test_two_replicas_hand_over_when_the_active_pod_is_deleted(
     assert exit_codes == [0]
 
     def took_over() -> bool:
-        logs = real.kubectl("logs", "-n", RELEASE_NAMESPACE, standby.metadata.name).stdout
-        return "Active:" in logs.splitlines()[-1] if logs else False
+        return "Active:" in last_peering_line(real, standby)
 
     started = time.monotonic()
     eventually(took_over, timeout=30, what="the standby replica to become active")
