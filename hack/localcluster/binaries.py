@@ -30,6 +30,15 @@ REAL_NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-ru
 CNI_FOLDER = "cni"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 ALL_BINARIES = (*CONTROL_PLANE, "kwok", "helm", *REAL_NODE_BINARIES)
+# What the one k8s.io/kubernetes build makes.
+KUBERNETES_BINARIES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "kube-proxy",
+)
 # What KUBEBUILDER_ASSETS is expected to hold (the envtest layout).
 ENVTEST_BINARIES = ("etcd", "kube-apiserver", "kubectl")
 KWOK_STAGES_FILE = "kwok-stages.yaml"
@@ -116,26 +125,9 @@ def build_steps() -> tuple[BuildStep, ...]:
             name="kubernetes",
             module_dir=kubernetes_dir,
             main_module="k8s.io/kubernetes",
-            # One invocation, so the packages the four share are compiled once.
-            packages=tuple(
-                f"k8s.io/kubernetes/cmd/{name}"
-                for name in (
-                    "kube-apiserver",
-                    "kube-controller-manager",
-                    "kube-scheduler",
-                    "kubectl",
-                    "kubelet",
-                    "kube-proxy",
-                )
-            ),
-            outputs=(
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-                "kubectl",
-                "kubelet",
-                "kube-proxy",
-            ),
+            # One invocation, so the packages they share are compiled once.
+            packages=tuple(f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_BINARIES),
+            outputs=KUBERNETES_BINARIES,
             ldflags=kubernetes_version_ldflags(kubernetes_version),
             # The tags upstream's hack/lib/golang.sh builds release binaries with.
             tags=("selinux", "notest", "grpcnotrace"),

@@ -550,6 +550,9 @@ class LocalCluster:
 
     def token_kubeconfig(self, account: str, token: str, path: Path) -> Path:
         """A kubeconfig for this cluster that logs in with a bearer token (a ServiceAccount's)."""
+        return self._user_kubeconfig(account, {"token": token}, path)
+
+    def _user_kubeconfig(self, user: str, credentials: dict[str, str], path: Path) -> Path:
         import yaml  # kind writes YAML kubeconfigs, this cluster JSON (which is YAML too)
 
         cluster_entry = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
@@ -557,9 +560,9 @@ class LocalCluster:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "local", "cluster": cluster_entry}],
-            "users": [{"name": account, "user": {"token": token}}],
-            "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
-            "current-context": account,
+            "users": [{"name": user, "user": credentials}],
+            "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
+            "current-context": user,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(config, indent=2) + "\n")
@@ -640,26 +643,8 @@ class LocalCluster:
 
     def _client_kubeconfig(self, user: str, cert: Path, key: Path, path: Path) -> Path:
         """A kubeconfig for this cluster that logs in with a client certificate."""
-        import yaml
-
-        cluster_entry = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "local", "cluster": cluster_entry}],
-            "users": [
-                {
-                    "name": user,
-                    "user": {"client-certificate": str(cert), "client-key": str(key)},
-                }
-            ],
-            "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
-            "current-context": user,
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(config, indent=2) + "\n")
-        path.chmod(0o600)
-        return path
+        credentials = {"client-certificate": str(cert), "client-key": str(key)}
+        return self._user_kubeconfig(user, credentials, path)
 
     def _stop_component(self, component: str) -> None:
         pid = self._pid_of(component)

@@ -64,6 +64,21 @@ class RealCluster:
     def daemonsets(self, namespace: str) -> DaemonSets:
         return DaemonSets(self.custom, self.core, self.apps, namespace)
 
+    def install_chart(self, **values: Any) -> None:
+        """`helm upgrade --install` of the chart, waiting for its rollout; `values` as
+        chart_values takes them."""
+        self.helm(
+            "upgrade",
+            "--install",
+            RELEASE,
+            str(CHART),
+            f"--namespace={RELEASE_NAMESPACE}",
+            "--create-namespace",
+            "--wait",
+            "--timeout=300s",
+            *chart_values(**values),
+        )
+
     def helm(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [
@@ -149,17 +164,7 @@ def wait_for_ready_operators(real: RealCluster, count: int, timeout: float = 180
 @pytest.fixture(scope="session")
 def chart_operator(real_cluster: RealCluster) -> RealCluster:
     """`helm install` of the chart with its default values (one replica) on the real node."""
-    real_cluster.helm(
-        "upgrade",
-        "--install",
-        RELEASE,
-        str(CHART),
-        f"--namespace={RELEASE_NAMESPACE}",
-        "--create-namespace",
-        "--wait",
-        "--timeout=300s",
-        *chart_values(),
-    )
+    real_cluster.install_chart()
     wait_for_ready_operators(real_cluster, 1)
     return real_cluster
 

@@ -17,10 +17,8 @@ from kubernetes import watch
 
 from tests.helpers import REPO, eventually
 from tests.realnode.conftest import (
-    RELEASE,
     RELEASE_NAMESPACE,
     RealCluster,
-    chart_values,
     operator_pods,
     wait_for_ready_operators,
 )
@@ -130,15 +128,7 @@ def test_deleting_the_operator_pod_stops_it_in_seconds_with_exit_code_0(
 @pytest.fixture
 def restore_release(chart_operator: RealCluster) -> Iterator[RealCluster]:
     yield chart_operator
-    chart_operator.helm(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        f"--namespace={RELEASE_NAMESPACE}",
-        "--wait",
-        "--timeout=300s",
-        *chart_values(),
-    )
+    chart_operator.install_chart()
     wait_for_ready_operators(chart_operator, 1)
 
 
@@ -146,15 +136,7 @@ def test_helm_upgrade_rolls_the_operator_pod(restore_release: RealCluster) -> No
     real = restore_release
     (before,) = operator_pods(real)
 
-    real.helm(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        f"--namespace={RELEASE_NAMESPACE}",
-        "--wait",
-        "--timeout=300s",
-        *chart_values(**{"operator.verbose": "true"}),
-    )
+    real.install_chart(**{"operator.verbose": "true"})
 
     (after,) = wait_for_ready_operators(real, 1)
     assert after.metadata.name != before.metadata.name
@@ -188,15 +170,7 @@ def test_two_replicas_hand_over_when_the_active_pod_is_deleted(
     restore_release: RealCluster,
 ) -> None:
     real = restore_release
-    real.helm(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        f"--namespace={RELEASE_NAMESPACE}",
-        "--wait",
-        "--timeout=300s",
-        *chart_values(replicaCount=2),
-    )
+    real.install_chart(replicaCount=2)
     pods = wait_for_ready_operators(real, 2)
     active, standby = eventually(
         lambda: active_replica(real, operator_pods(real)), timeout=60, what="one active replica"

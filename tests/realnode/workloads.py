@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster.images import TESTBOX_IMAGE
 from localcluster.realnode import REAL_NODE_LABEL
-from tests.integration.daemonsets import GROUP, VERSION
+from tests.integration.daemonsets import agent
 
 if TYPE_CHECKING:
     from tests.realnode.conftest import RealCluster
@@ -46,21 +46,10 @@ def box_daemonset(
     name: str, command: str, *, container: dict[str, Any] | None = None, **pod_spec: Any
 ) -> dict[str, Any]:
     """A CustomDaemonSet of the test image on the real node only, running `command` in sh."""
-    labels = {"app": name}
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "CustomDaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeSelector": ON_REAL_NODE,
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [box_container(command, **(container or {}))],
-                    **pod_spec,
-                },
-            },
-        },
+    settings: dict[str, Any] = {
+        "nodeSelector": ON_REAL_NODE,
+        "terminationGracePeriodSeconds": 5,
+        "containers": [box_container(command, **(container or {}))],
+        **pod_spec,
     }
+    return agent(name, **settings)
