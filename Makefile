@@ -35,7 +35,7 @@ lock: tools ## Re-resolve dependencies into uv.lock after editing pyproject.toml
 	$(UV) lock
 
 .PHONY: bins
-bins: deps ## Build (or find cached) etcd, kube-*, kubectl, kwok and helm from hack/*/go.mod
+bins: deps ## Build (or find cached) etcd, kube-*, kubectl, kwok, helm, containerd, CNI from hack/*/go.mod
 	$(LOCALCLUSTER) build
 
 .PHONY: cluster-up
@@ -60,7 +60,7 @@ crds: deps ## Regenerate crds/, the chart's copy and docs/reference.md from the 
 CLUSTER ?= local
 
 .PHONY: run
-run: deps ## Quickstart: local cluster (or CLUSTER=current), CRDs and RBAC, examples/, operator in the foreground
+run: deps ## Quickstart: local cluster (REAL_NODE=1, CLUSTER=current), CRDs, RBAC, examples/, the operator
 	@UV="$(UV)" CLUSTER="$(CLUSTER)" bash hack/run.sh
 
 IMAGE ?= kubeherd:$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -103,7 +103,7 @@ lint: deps ## ruff (lint and format check) and mypy --strict
 	$(RUN) mypy
 
 .PHONY: test
-test: lint bins ## Lint, then every test against a local control plane the tests start
+test: lint bins ## Lint, then every test against local control planes the tests start (and a real node)
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
 
