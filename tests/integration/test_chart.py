@@ -78,6 +78,7 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
