@@ -66,8 +66,8 @@ class RealCluster:
 
     def install_chart(self, **values: Any) -> None:
         """`helm upgrade --install` of the chart, waiting for its rollout; `values` as
-        chart_values takes them."""
-        self.helm(
+        chart_values takes them. A rollout that does not finish fails with the pods' logs."""
+        installed = self.helm(
             "upgrade",
             "--install",
             RELEASE,
@@ -75,9 +75,22 @@ class RealCluster:
             f"--namespace={RELEASE_NAMESPACE}",
             "--create-namespace",
             "--wait",
-            "--timeout=300s",
+            "--timeout=180s",
             *chart_values(**values),
+            check=False,
         )
+        if installed.returncode != 0:
+            logs = self.kubectl(
+                "logs",
+                f"--namespace={RELEASE_NAMESPACE}",
+                "--selector=app.kubernetes.io/name=kubeherd",
+                "--tail=15",
+                check=False,
+            )
+            pytest.fail(
+                f"helm upgrade --install failed: {installed.stderr.strip()}\n"
+                f"operator logs:\n{logs.stdout}{logs.stderr}"
+            )
 
     def helm(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
