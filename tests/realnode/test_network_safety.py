@@ -50,8 +50,25 @@ def kwok_pod_service(real: RealCluster, namespace: str) -> Any:
         pod = real.core.read_namespaced_pod("on-kwok", namespace)
         return str(pod.status.pod_ip) if pod.status and pod.status.pod_ip else None
 
-    eventually(pod_ip, what="the kwok pod's address")
+    address = eventually(pod_ip, what="the kwok pod's address")
+
+    def programmed() -> bool:
+        # kube-proxy's DNAT to the kwok pod: until it is there, kube-proxy itself rejects
+        # connections to a Service without endpoints, and the guard sees nothing.
+        rules = subprocess.run(
+            ["iptables-save", "-t", "nat"], capture_output=True, text=True, check=True
+        ).stdout
+        return f"--to-destination {address}:80" in rules
+
+    eventually(programmed, timeout=60, what="kube-proxy's DNAT rule to the kwok pod")
     return service
+
+
+def guarded_outputs() -> list[str]:
+    listed = subprocess.run(
+        ["iptables", "-w", "-S", "OUTPUT"], capture_output=True, text=True, check=True
+    ).stdout
+    return [line for line in listed.splitlines() if f"-j {GUARD_CHAIN}" in line]
 
 
 def test_a_service_backed_by_a_kwok_pod_is_rejected_on_this_machine(
@@ -59,6 +76,8 @@ def test_a_service_backed_by_a_kwok_pod_is_rejected_on_this_machine(
 ) -> None:
     with real_namespace(real_cluster, "guard") as namespace:
         service = kwok_pod_service(real_cluster, namespace)
+        # Checked before anything is sent: without the guard this would leave the machine.
+        assert guarded_outputs()
         before = guard_rejections()
 
         def refused() -> bool:
@@ -72,8 +91,7 @@ def test_a_service_backed_by_a_kwok_pod_is_rejected_on_this_machine(
                     return False
             return False
 
-        # kube-proxy needs a moment to program the Service.
-        eventually(refused, timeout=30, what="the guard to refuse the connection")
+        assert refused()
 
         assert guard_rejections() > before
 
