@@ -91,13 +91,20 @@ class SchedulerProfiles:
         eventually(gone, timeout=60, what=f"SchedulerProfile {name} to be deleted")
 
     def wait_for(
-        self, name: str, type_: str, status: str, reason: str | None = None, **fields: Any
+        self,
+        name: str,
+        type_: str,
+        status: str,
+        reason: str | None = None,
+        *,
+        namespace: str | None = None,
+        **fields: Any,
     ) -> dict[str, Any]:
         """The resource once its `type_` condition has `status` (and `reason`) for the current
         generation, and its status has `fields`."""
 
         def matches() -> dict[str, Any] | None:
-            body = self.get(name)
+            body = self.get(name, namespace)
             found = condition(body, type_)
             current = found.get("observedGeneration") == body["metadata"]["generation"]
             status_now = body.get("status") or {}

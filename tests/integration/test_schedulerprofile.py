@@ -491,3 +491,43 @@ def test_an_operator_restart_writes_nothing(
     wait_briefly(4)
 
     assert versions() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "where", "election"),
+    [
+        # Named like the cluster's own scheduler, in kube-system: its default lock is that one.
+        ("kube-scheduler", "kube-system", {"leaderElect": True}),
+        # Any name, pointing its lock at the controller manager's Lease.
+        (
+            "borrower",
+            None,
+            {
+                "leaderElect": True,
+                "resourceName": "kube-controller-manager",
+                "resourceNamespace": "kube-system",
+            },
+        ),
+    ],
+)
+def test_a_lock_of_the_clusters_own_control_plane_is_refused_and_nothing_runs(
+    schedulerprofiles: SchedulerProfiles,
+    api_client: client.ApiClient,
+    namespace: str,
+    name: str,
+    where: str | None,
+    election: dict[str, Any],
+) -> None:
+    created = schedulerprofiles.create(
+        scheduler_profile(
+            name, {"schedulerName": unique(name, namespace)}, leaderElection=election
+        ),
+        namespace=where,
+    )
+
+    refused = schedulerprofiles.wait_for(name, "Valid", "False", namespace=where)
+
+    message = condition(refused, "Valid")["message"]
+    assert "spec.leaderElection.resourceName" in message
+    assert "belongs to the cluster's own" in message
+    assert owned_by_uid(api_client, created["metadata"]["uid"]) == []

@@ -110,3 +110,21 @@ def test_the_command_exits_non_zero_with_an_error_line(
 
     assert main(["render", "schedulerprofile", "-f", str(path)]) == 1
     assert capsys.readouterr().err == f"error: {path} holds no SchedulerProfile\n"
+
+
+def test_a_static_scheduler_on_the_clusters_own_lease_is_refused(tmp_path: Path) -> None:
+    # As a static pod it would log in as the node's system:kube-scheduler, which may take it.
+    manifest = tmp_path / "own-lease.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubeherd.io/v1alpha1",
+                "kind": "SchedulerProfile",
+                "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+                "spec": {"profiles": [{"schedulerName": "second"}]},
+            }
+        )
+    )
+
+    with pytest.raises(RenderError, match="Lease kube-system/kube-scheduler belongs to"):
+        rendered(manifest, static=True)

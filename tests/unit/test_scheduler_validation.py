@@ -8,8 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeherd.scheduler.config import Lock
 from kubeherd.scheduler.plugins import DEFAULT_PLUGINS, IN_TREE_PLUGINS
-from kubeherd.scheduler.validation import effective_plugins, go_duration_seconds, validate_spec
+from kubeherd.scheduler.validation import (
+    effective_plugins,
+    go_duration_seconds,
+    lock_problems,
+    validate_spec,
+)
 from tests.helpers import REPO
 
 
@@ -145,3 +151,20 @@ def test_args_a_plugin_does_not_have_are_refused_with_the_ones_it_has() -> None:
 
     assert problem.field == "spec.profiles[0].pluginConfig[0].args"
     assert "InterPodAffinity has no args hardWeight (it has hardPodAffinityWeight" in str(problem)
+
+
+@pytest.mark.parametrize(
+    "component", ["kube-scheduler", "kube-controller-manager", "cloud-controller-manager"]
+)
+def test_the_leases_of_the_clusters_own_control_plane_are_refused(component: str) -> None:
+    (problem,) = lock_problems(Lock(component, "kube-system"))
+
+    assert problem.field == "spec.leaderElection.resourceName"
+    assert f"kube-system/{component}" in problem.message
+
+
+@pytest.mark.parametrize(
+    "lock", [Lock("kube-scheduler", "team-a"), Lock("my-scheduler", "kube-system")]
+)
+def test_other_locks_are_accepted(lock: Lock) -> None:
+    assert lock_problems(lock) == []

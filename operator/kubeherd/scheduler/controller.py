@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubeherd.kube.client import KINDS, Kind, Kube, kind_of
+from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import involved_object, now_iso, status_changed
 from kubeherd.scheduler.config import (
@@ -43,7 +43,13 @@ from kubeherd.scheduler.objects import (
     scheduler_image,
 )
 from kubeherd.scheduler.status import Applied, Validity, build_status, lease_leader
-from kubeherd.scheduler.validation import Claim, names_taken_before, validate_spec
+from kubeherd.scheduler.validation import (
+    Claim,
+    lock_problems,
+    names_taken_before,
+    validate_spec,
+)
+from kubeherd.scheduler.versions import release_version
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +213,7 @@ class SchedulerProfileController:
         spec: Mapping[str, Any] = body.get("spec") or {}
         taken = names_taken_before(self.claims.claims(), claims_of(body))
         verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
+        verdict.errors += lock_problems(state.lock)
         for warning in verdict.warnings:
             self._warn_once(state, "UnverifiedPlugin", str(warning))
         if not verdict.valid:
@@ -220,14 +227,16 @@ class SchedulerProfileController:
         state.validity = Validity(
             "True", "Valid", "the configuration passed kube-scheduler's checks"
         )
-        version = await self.kube.server_version()
+        image = await self._image(state, spec)
+        if image is None:
+            return
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))
         config_hash = configuration_hash(text)
         desired = owned_objects(
             spec,
             owner,
             state.lock,
-            image=scheduler_image(spec, version) if version else scheduler_image(spec),
+            image=image,
             configuration_text=text,
             config_hash=config_hash,
         )
@@ -247,6 +256,30 @@ class SchedulerProfileController:
         state.applied = Applied(config_hash, names)
         state.handled_generation = generation
         state.backoff.reset()
+
+    async def _image(self, state: ProfileState, spec: Mapping[str, Any]) -> str | None:
+        """The image to run: the spec's, else the official one of the cluster's release. None
+        (with the failure in the status and a retry planned) when that release is unknown: a
+        guessed tag would be an image that does not exist, or a scheduler of another version."""
+        if spec.get("image"):
+            return scheduler_image(spec)
+        try:
+            git_version = await self.kube.server_version()
+        except (KubeError, OSError) as error:
+            problem = f"reading the API server's /version failed ({error})"
+        else:
+            release = release_version(git_version)
+            if release is not None:
+                return scheduler_image(spec, release)
+            problem = f"the API server's version {git_version!r} names no Kubernetes release"
+        state.applied = Applied(
+            state.applied.config_hash,
+            state.applied.scheduler_names,
+            failure=f"{problem}: no kube-scheduler image to run (set spec.image); retrying",
+            failure_reason="UnknownServerVersion",
+        )
+        state.retry_at = self.clock() + state.backoff.next_delay()
+        return None
 
     async def _apply(
         self, state: ProfileState, manifest: Mapping[str, Any], config_hash: str

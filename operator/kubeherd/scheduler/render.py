@@ -14,14 +14,14 @@ import pydantic
 import yaml
 
 from kubeherd.api.schedulerprofile import SchedulerProfile
-from kubeherd.scheduler.config import configuration_yaml, render_configuration
+from kubeherd.scheduler.config import configuration_yaml, lease_lock, render_configuration
 from kubeherd.scheduler.objects import (
     STATIC_POD_KUBECONFIG,
     is_custom_image,
     static_config_dir,
     static_pod,
 )
-from kubeherd.scheduler.validation import validate_spec
+from kubeherd.scheduler.validation import lock_problems, validate_spec
 
 
 class RenderError(Exception):
@@ -58,6 +58,8 @@ def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: Text
             raise RenderError("metadata.name is required")
         spec = profile["spec"]
         verdict = validate_spec(spec, custom_image=is_custom_image(spec))
+        namespace = str(metadata.get("namespace") or "default")
+        verdict.errors += lock_problems(lease_lock(spec, name, namespace))
         if not verdict.valid:
             raise RenderError(f"SchedulerProfile {name} is invalid: {verdict.summary()}")
         for problem in verdict.warnings:
@@ -74,6 +76,5 @@ def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: Text
             )
             out.write(yaml.safe_dump(static_pod(spec, name), sort_keys=False))
         else:
-            namespace = str(metadata.get("namespace") or "default")
             out.write(configuration_yaml(render_configuration(spec, name, namespace, kubeconfig)))
         out.write("---\n")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeherd.api.schedulerprofile import EXTENSION_POINTS
+from kubeherd.scheduler.config import Lock
 from kubeherd.scheduler.plugins import (
     DEFAULT_PLUGINS,
     IN_TREE_PLUGINS,
@@ -64,6 +65,29 @@ class Verdict:
 
     def summary(self) -> str:
         return "; ".join(str(problem) for problem in self.errors)
+
+
+# The Leases of the cluster's own control plane (kube-system, as kubeadm and the managed
+# offerings name them). A SchedulerProfile's scheduler holds the RBAC to take its lock: on one of
+# these it would contend with that component, which stands by while it holds it.
+RESERVED_LOCKS = frozenset(
+    Lock(component, "kube-system")
+    for component in ("kube-scheduler", "kube-controller-manager", "cloud-controller-manager")
+)
+
+
+def lock_problems(lock: Lock) -> list[Problem]:
+    """Refusals of a leader-election lock kubeherd must never take."""
+    if lock not in RESERVED_LOCKS:
+        return []
+    return [
+        Problem(
+            "spec.leaderElection.resourceName",
+            f"Lease {lock.namespace}/{lock.name} belongs to the cluster's own {lock.name}, "
+            "which would stand by while this scheduler held it: choose another resourceName "
+            "(or resourceNamespace, or a SchedulerProfile of another name or namespace)",
+        )
+    ]
 
 
 def _enabled(plugin_set: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
