@@ -116,6 +116,11 @@ def test_the_deployment_runs_kube_scheduler_restricted_with_https_probes() -> No
         "scheme": "HTTPS",
     }
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # kubeadm's 15 s: the default 1 s is short for a TLS handshake on a busy node.
+    assert {
+        container[probe]["timeoutSeconds"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe")
+    } == {15}
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,

@@ -168,3 +168,37 @@ def test_the_leases_of_the_clusters_own_control_plane_are_refused(component: str
 )
 def test_other_locks_are_accepted(lock: Lock) -> None:
     assert lock_problems(lock) == []
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {
+            "profiles": [
+                {
+                    "schedulerName": "x",
+                    "pluginConfig": [
+                        {"name": "NodeResourcesFit", "args": {"scoringStrategy": "MostAllocated"}}
+                    ],
+                }
+            ]
+        },
+        {
+            "profiles": [
+                {
+                    "schedulerName": "x",
+                    "pluginConfig": [
+                        {"name": "PodTopologySpread", "args": {"defaultConstraints": {"a": 1}}}
+                    ],
+                }
+            ]
+        },
+        {"profiles": [{"schedulerName": "x", "plugins": "nope"}]},
+        {"profiles": "nope"},
+    ],
+)
+def test_args_of_an_unexpected_shape_are_refused_not_raised(spec: dict[str, Any]) -> None:
+    verdict = validate_spec(spec, custom_image=False)
+
+    assert not verdict.valid
+    assert verdict.summary()

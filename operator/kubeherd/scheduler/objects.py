@@ -31,6 +31,7 @@ CONFIG_HASH_ANNOTATION = "kubeherd.io/config-hash"
 MANIFEST_HASH_ANNOTATION = "kubeherd.io/manifest-hash"
 CONFIG_DIR = "/etc/kubernetes/kubeherd"
 SECURE_PORT = 10259
+PROBE_TIMEOUT_SECONDS = 15
 # Any non-root uid works: kube-scheduler writes nothing to disk (its serving certificate is
 # generated in memory).
 NON_ROOT_UID = 65532
@@ -252,7 +253,13 @@ def rbac_objects(owner: Owner, lock: Lock) -> list[dict[str, Any]]:
 
 
 def _https_probe(path: str, **timing: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": SECURE_PORT, "scheme": "HTTPS"}, **timing}
+    # kubeadm's timeout for this component: a TLS handshake on a busy node with a 100m request
+    # can outlast the default 1 s, and readiness would flap.
+    return {
+        "httpGet": {"path": path, "port": SECURE_PORT, "scheme": "HTTPS"},
+        "timeoutSeconds": PROBE_TIMEOUT_SECONDS,
+        **timing,
+    }
 
 
 def deployment(

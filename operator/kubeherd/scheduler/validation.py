@@ -451,7 +451,32 @@ def validate_spec(
     taken_names: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Check a SchedulerProfile's spec. `taken_names` maps the scheduler names of the other
-    SchedulerProfiles to the resource using them (`namespace/name`)."""
+    SchedulerProfiles to the resource using them (`namespace/name`).
+
+    Never raises: plugin args pass the API server unchecked (preserve-unknown-fields), and a
+    value of a shape the checks do not expect (a string where kube-scheduler decodes an
+    object) is a refusal, not an exception. An exception left the previous verdict in the
+    status: an edit to such args kept reporting Valid=True while nothing was applied."""
+    try:
+        return _check_spec(spec, custom_image=custom_image, taken_names=taken_names)
+    except Exception as error:  # any shape the checks did not foresee is a refusal
+        return Verdict(
+            errors=[
+                Problem(
+                    "spec",
+                    "a value has a shape kube-scheduler would not decode "
+                    f"({type(error).__name__}: {error}); check the types of the plugin args",
+                )
+            ]
+        )
+
+
+def _check_spec(
+    spec: Mapping[str, Any],
+    *,
+    custom_image: bool,
+    taken_names: Mapping[str, str] | None,
+) -> Verdict:
     verdict = Verdict(errors=schema_problems(spec))
     taken_names = taken_names or {}
     profiles: list[Mapping[str, Any]] = list(spec.get("profiles") or [])
