@@ -161,3 +161,15 @@ def test_a_new_configuration_changes_the_manifest_hash_and_the_same_one_does_not
 
     assert hashes("abc") == hashes("abc")
     assert hashes("abc") != hashes("def")
+
+
+def test_scheduler_pods_in_kube_system_are_cluster_critical_unless_the_spec_says() -> None:
+    def priority(spec: dict[str, Any], namespace: str) -> Any:
+        owner = Owner("fast", namespace, "uid-1")
+        built = deployment(spec, owner, image="img", config_hash="abc")
+        return built["spec"]["template"]["spec"].get("priorityClassName")
+
+    assert priority({}, "kube-system") == "system-cluster-critical"
+    assert priority({"priorityClassName": "mine"}, "kube-system") == "mine"
+    # Elsewhere a critical class may be refused by quota: the cluster's default applies.
+    assert priority({}, "ops") is None

@@ -32,6 +32,8 @@ MANIFEST_HASH_ANNOTATION = "kubeherd.io/manifest-hash"
 CONFIG_DIR = "/etc/kubernetes/kubeherd"
 SECURE_PORT = 10259
 PROBE_TIMEOUT_SECONDS = 15
+# Where the scheduler pods get system-cluster-critical unless the spec names a class.
+CRITICAL_NAMESPACE = "kube-system"
 # Any non-root uid works: kube-scheduler writes nothing to disk (its serving certificate is
 # generated in memory).
 NON_ROOT_UID = 65532
@@ -318,6 +320,10 @@ def deployment(
     for field in ("nodeSelector", "tolerations", "priorityClassName"):
         if spec.get(field):
             pod_spec[field] = spec[field]
+    if "priorityClassName" not in pod_spec and owner.namespace == CRITICAL_NAMESPACE:
+        # A scheduler preempted or evicted first leaves its profiles' pods Pending. Outside
+        # kube-system a critical class may be refused by quota (GKE limits them to it).
+        pod_spec["priorityClassName"] = "system-cluster-critical"
     return _object(
         owner,
         "apps/v1",
