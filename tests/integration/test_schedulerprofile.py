@@ -531,3 +531,34 @@ def test_a_lock_of_the_clusters_own_control_plane_is_refused_and_nothing_runs(
     assert "spec.leaderElection.resourceName" in message
     assert "belongs to the cluster's own" in message
     assert owned_by_uid(api_client, created["metadata"]["uid"]) == []
+
+
+def test_a_lock_another_schedulerprofile_elects_on_is_refused_until_it_is_free(
+    schedulerprofiles: SchedulerProfiles,
+    namespace: str,
+    apps_v1: client.AppsV1Api,
+) -> None:
+    election = {"leaderElect": True, "resourceName": "shared-lock"}
+    schedulerprofiles.create(
+        scheduler_profile(
+            "holder", {"schedulerName": unique("holder", namespace)}, leaderElection=election
+        )
+    )
+    rolled_out(schedulerprofiles, "holder")
+    schedulerprofiles.create(
+        scheduler_profile(
+            "borrower", {"schedulerName": unique("borrower", namespace)}, leaderElection=election
+        )
+    )
+
+    refused = schedulerprofiles.wait_for("borrower", "Valid", "False")
+
+    message = condition(refused, "Valid")["message"]
+    assert f"Lease {namespace}/shared-lock is the lock of SchedulerProfile" in message
+    assert f"{namespace}/holder" in message
+    deployments = {d.metadata.name for d in apps_v1.list_namespaced_deployment(namespace).items}
+    assert deployments == {"holder"}
+
+    # The holder moves to a lock of its own: the Lease is free.
+    schedulerprofiles.patch("holder", {"spec": {"leaderElection": {"resourceName": "own-lock"}}})
+    schedulerprofiles.wait_for("borrower", "Valid", "True")

@@ -202,3 +202,18 @@ def test_args_of_an_unexpected_shape_are_refused_not_raised(spec: dict[str, Any]
 
     assert not verdict.valid
     assert verdict.summary()
+
+
+def test_a_schedulerprofile_that_elects_claims_its_lease_beside_its_names() -> None:
+    from kubeherd.scheduler.controller import claims_of
+
+    def body(election: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "p", "namespace": "ops", "creationTimestamp": "t"},
+            "spec": {"profiles": [{"schedulerName": "s"}], "leaderElection": election},
+        }
+
+    electing = {claim.scheduler_name for claim in claims_of(body({"resourceName": "lock"}))}
+    assert electing == {"s", "Lease ops/lock"}
+    alone = {claim.scheduler_name for claim in claims_of(body({"leaderElect": False}))}
+    assert alone == {"s"}

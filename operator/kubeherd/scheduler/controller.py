@@ -45,6 +45,8 @@ from kubeherd.scheduler.objects import (
 from kubeherd.scheduler.status import Applied, Validity, build_status, lease_leader
 from kubeherd.scheduler.validation import (
     Claim,
+    Problem,
+    lease_claim,
     lock_problems,
     names_taken_before,
     validate_spec,
@@ -141,9 +143,11 @@ class SchedulerProfileController:
         state.body = body
         # Our own status writes come back as events too: only a new spec or a deletion matters,
         # and to the others, a change of the names this one runs.
-        if _running_names(body) != _running_names(before):
+        new_spec = metadata.get("generation") != before["metadata"].get("generation")
+        # A new spec may free a Lease another one was refused for.
+        if new_spec or _running_names(body) != _running_names(before):
             self._recheck_refused(key)
-        if metadata.get("generation") != before["metadata"].get("generation") or (
+        if new_spec or (
             metadata.get("deletionTimestamp") and not before["metadata"].get("deletionTimestamp")
         ):
             state.wake.set()
@@ -214,6 +218,16 @@ class SchedulerProfileController:
         taken = names_taken_before(self.claims.claims(), claims_of(body))
         verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
         verdict.errors += lock_problems(state.lock)
+        lock_holder = taken.get(lease_claim(state.lock))
+        if lock_holder:
+            verdict.errors.append(
+                Problem(
+                    "spec.leaderElection.resourceName",
+                    f"{lease_claim(state.lock)} is the lock of SchedulerProfile {lock_holder}: "
+                    "two schedulers on one Lease take turns, one always idle; choose another "
+                    "resourceName",
+                )
+            )
         for warning in verdict.warnings:
             self._warn_once(state, "UnverifiedPlugin", str(warning))
         if not verdict.valid:
@@ -453,14 +467,21 @@ def _running_names(body: Mapping[str, Any]) -> set[str]:
 
 
 def claims_of(body: Mapping[str, Any]) -> list[Claim]:
-    """The scheduler names a SchedulerProfile's spec claims."""
+    """The scheduler names a SchedulerProfile's spec claims, and its Lease when it elects."""
     metadata = body["metadata"]
     created = str(metadata.get("creationTimestamp") or "")
     owner = f"{metadata.get('namespace')}/{metadata['name']}"
     running = _running_names(body)
-    profiles = (body.get("spec") or {}).get("profiles") or []
+    spec = body.get("spec") or {}
+    profiles = spec.get("profiles") or []
     names = [str(p["schedulerName"]) for p in profiles if p.get("schedulerName")]
-    return [Claim(created, owner, name, running=name in running) for name in names]
+    claims = [Claim(created, owner, name, running=name in running) for name in names]
+    if (spec.get("leaderElection") or {}).get("leaderElect", True):
+        # Two schedulers on one Lease take turns: one of them idles, both report it as leader.
+        lock = lease_lock(spec, str(metadata["name"]), str(metadata.get("namespace") or ""))
+        rolled_out = bool((body.get("status") or {}).get("configHash"))
+        claims.append(Claim(created, owner, lease_claim(lock), running=rolled_out))
+    return claims
 
 
 def _applied_from(status: Mapping[str, Any]) -> Applied:

@@ -76,6 +76,11 @@ RESERVED_LOCKS = frozenset(
 )
 
 
+def lease_claim(lock: Lock) -> str:
+    """A lock, as the claims index holds it beside scheduler names (which have no spaces)."""
+    return f"Lease {lock.namespace}/{lock.name}"
+
+
 def lock_problems(lock: Lock) -> list[Problem]:
     """Refusals of a leader-election lock kubeherd must never take."""
     if lock not in RESERVED_LOCKS:
