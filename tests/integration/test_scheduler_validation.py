@@ -98,6 +98,10 @@ VALID = {
     ),
     "hard pod affinity weight 0": plugin_args("InterPodAffinity", hardPodAffinityWeight=0),
     "listed spread constraints": spread(ZONE_SPREAD, defaultingType="List"),
+    "an empty spread defaulting type (read as System)": plugin_args(
+        "PodTopologySpread", defaultingType=""
+    ),
+    "a Go duration starting with its dot": plugin_args("DynamicResources", filterTimeout=".5s"),
     "balanced allocation weight 0 (read as 1)": plugin_args(
         "NodeResourcesBalancedAllocation", resources=[{"name": "cpu", "weight": 0}]
     ),
@@ -112,6 +116,7 @@ INVALID = {
     "an unknown preemption arg": plugin_args("DefaultPreemption", minCandidates=1),
     "hard pod affinity weight 101": plugin_args("InterPodAffinity", hardPodAffinityWeight=101),
     "an unknown spread defaulting type": spread(defaultingType="Zonal"),
+    "a Go duration with a space": plugin_args("DynamicResources", filterTimeout=" 1s"),
     "spread constraints with System defaulting": spread(ZONE_SPREAD),
     "a spread constraint with skew 0": spread({**ZONE_SPREAD, "maxSkew": 0}, defaultingType="List"),
     "a spread constraint with a selector": spread(

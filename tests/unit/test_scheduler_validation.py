@@ -123,8 +123,12 @@ def test_durations_are_read_as_go_reads_them() -> None:
     assert go_duration_seconds("1m30s") == 90
     assert go_duration_seconds("-1s") == -1
     assert go_duration_seconds("0") == 0
-    with pytest.raises(ValueError, match="not a duration"):
-        go_duration_seconds("15")
+    # Go allows a number to start or end with its dot, and trims nothing.
+    assert go_duration_seconds(".5s") == 0.5
+    assert go_duration_seconds("1.s") == 1
+    for refused in ("15", " 2s", "2s ", ".s"):
+        with pytest.raises(ValueError, match="not a duration"):
+            go_duration_seconds(refused)
 
 
 def test_a_duration_without_a_unit_is_named_with_its_field() -> None:

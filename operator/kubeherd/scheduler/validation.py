@@ -256,7 +256,8 @@ def _inter_pod_affinity_args(where: str, args: Mapping[str, Any], verdict: Verdi
 
 
 def _spread_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    defaulting = args.get("defaultingType", "System")
+    # kube-scheduler's v1 defaulting reads an empty defaultingType as System.
+    defaulting = args.get("defaultingType") or "System"
     constraints = list(args.get("defaultConstraints") or [])
     if defaulting not in ("System", "List"):
         verdict.errors.append(
@@ -388,15 +389,18 @@ _ARG_CHECKS: dict[str, Callable[[str, Mapping[str, Any], Verdict], None]] = {
 }
 
 
-_GO_DURATION = re.compile(r"([+-]?)((?:[0-9]+(?:\.[0-9]*)?(?:ns|us|µs|ms|s|m|h))+|0)")
+# As time.ParseDuration reads it: a number may start or end with its dot (".5s", "5.s"), and
+# nothing around it is trimmed (" 2s" is refused).
+_DURATION_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_GO_DURATION = re.compile(rf"([+-]?)((?:{_DURATION_NUMBER}(?:ns|us|µs|ms|s|m|h))+|0)")
 
 
 def go_duration_seconds(text: str) -> float:
     """A Go duration (time.ParseDuration) in seconds; ValueError if it is not one."""
-    match = _GO_DURATION.fullmatch(text.strip())
+    match = _GO_DURATION.fullmatch(text)
     if match is None:
         raise ValueError(f"{text!r} is not a duration such as 15s or 1m30s")
-    parts = re.findall(r"([0-9]+(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", match.group(2))
+    parts = re.findall(rf"({_DURATION_NUMBER})(ns|us|µs|ms|s|m|h)", match.group(2))
     seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
     return -seconds if match.group(1) == "-" else seconds
 
