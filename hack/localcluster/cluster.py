@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localcluster.binaries import Binaries
+from localcluster.mounts import mounts_under
 from localcluster.nodes import FakeNodes, default_node_manifests
 from localcluster.pki import Pki, generate_pki
 from localcluster.realnode import APISERVER_FORWARD_PORT as NODE_APISERVER_PORT
-from localcluster.realnode import NODE_COMPONENTS, NODE_IP, NODE_NAME, RealNode, mounts_under
+from localcluster.realnode import NODE_COMPONENTS, NODE_IP, NODE_NAME, RealNode
 from localcluster.stages import write_stages
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
@@ -646,15 +647,17 @@ class LocalCluster:
         credentials = {"client-certificate": str(cert), "client-key": str(key)}
         return self._user_kubeconfig(user, credentials, path)
 
-    def _stop_component(self, component: str) -> None:
+    def _stop_component(self, component: str) -> bool:
+        """Stop one component if it runs; whether it did."""
         pid = self._pid_of(component)
         child = self._children.get(component)
         if pid is None and child is not None and child.poll() is None:
-            pid = child.pid
+            pid = child.pid  # started by us, possibly not yet past its exec
         if pid is not None:
             self._stop(component, pid)
         with contextlib.suppress(FileNotFoundError):
             (self._pids / f"{component}.pid").unlink()
+        return pid is not None
 
     def down(self, *, quiet: bool = False) -> None:
         """Stop every component this folder's pid files name, in reverse start order; a real
@@ -665,15 +668,8 @@ class LocalCluster:
             node.down(self.folder / "bin")
             stopped.append(f"real node {NODE_NAME}")
         for component in reversed(COMPONENTS):
-            pid = self._pid_of(component)
-            child = self._children.get(component)
-            if pid is None and child is not None and child.poll() is None:
-                pid = child.pid  # started by us, possibly not yet past its exec
-            if pid is not None:
-                self._stop(component, pid)
+            if self._stop_component(component):
                 stopped.append(component)
-            with contextlib.suppress(FileNotFoundError):
-                (self._pids / f"{component}.pid").unlink()
         if not quiet:
             self.report(f"stopped {', '.join(stopped)}" if stopped else "no cluster running")
 

@@ -49,6 +49,7 @@ from localcluster.binaries import (
     required_version,
 )
 from localcluster.hostpackages import IMAGE_PACKAGES, ensure_packages
+from localcluster.mounts import mounts_under, unmount_all_under
 
 REPO_DIR = HACK_DIR.parent
 PAUSE_SOURCE = HACK_DIR / "images" / "pause.c"
@@ -310,42 +311,10 @@ def _require_static(path: Path, what: str, remedy: str) -> None:
 # --- Mounts --------------------------------------------------------------------------------------
 
 
-def _unescape_mount_path(field: str) -> str:
-    # /proc/self/mounts writes space, tab, newline and backslash as octal escapes.
-    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
-
-
-def mounts_under(folder: Path, mounts_text: str | None = None) -> list[str]:
-    """Mount points at or below `folder`, deepest first (the order to unmount them in)."""
-    if mounts_text is None:
-        mounts_text = Path("/proc/self/mounts").read_text()
-    prefix = str(folder.resolve())
-    found = []
-    for line in mounts_text.splitlines():
-        fields = line.split()
-        if len(fields) < 2:
-            continue
-        target = _unescape_mount_path(fields[1])
-        if target == prefix or target.startswith(prefix + "/"):
-            found.append(target)
-    # A path mounted over twice is listed twice: each umount takes off the topmost one.
-    return sorted(found, key=lambda target: target.count("/"), reverse=True)
-
-
 def _unmount_all_under(folder: Path) -> None:
     """buildah (vfs, chroot isolation) and debootstrap (/proc, /sys, maybe /dev binds) mount
-    inside their roots; an interrupted build can leave them behind. Nothing may stay mounted:
-    a later `rm -rf` of the folder would descend into a bind-mounted host /dev."""
-    # A few rounds: a failed umount of a parent may succeed once its children are gone.
-    for _ in range(5):
-        targets = mounts_under(folder)
-        if not targets:
-            return
-        for target in targets:
-            if subprocess.run(["umount", target], capture_output=True).returncode != 0:
-                # Busy (a process still inside): detach it now, the kernel frees it when idle.
-                subprocess.run(["umount", "--lazy", target], capture_output=True)
-    left = mounts_under(folder)
+    inside their roots; an interrupted build can leave them behind."""
+    left = unmount_all_under(folder)
     if left:
         raise ImageBuildError(f"could not unmount {', '.join(left)}: unmount them by hand")
 

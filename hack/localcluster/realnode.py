@@ -39,6 +39,7 @@ from typing import Any
 
 from localcluster.binaries import Binaries
 from localcluster.hostpackages import REAL_NODE_PACKAGES, ensure_packages
+from localcluster.mounts import unmount_all_under
 from localcluster.pki import Pki, issue_client_certificate
 
 NODE_NAME = "real-node"
@@ -94,7 +95,7 @@ WaitUntil = Callable[[str, Callable[[], bool], str], None]
 # (user, client certificate, key, path) -> the kubeconfig written at path.
 KubeconfigFor = Callable[[str, Path, Path, Path], Path]
 StartProcess = Callable[[str, Path, list[str], dict[str, str]], None]
-StopProcess = Callable[[str], None]
+StopProcess = Callable[[str], object]
 
 
 class RealNodeError(RuntimeError):
@@ -150,17 +151,6 @@ def external_interfaces() -> list[str]:
         routes = _run(["ip", family, "route", "show", "default"], check=False).stdout
         names.update(re.findall(r"\bdev (\S+)", routes))
     return sorted(names)
-
-
-def mounts_under(folder: Path) -> list[str]:
-    """Mount points at or below `folder`, deepest first (the order to unmount them in)."""
-    prefix = str(folder)
-    points = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].encode().decode("unicode_escape")
-        if point == prefix or point.startswith(prefix + "/"):
-            points.append(point)
-    return sorted(set(points), key=lambda point: (-point.count("/"), point))
 
 
 def cgroup_roots() -> list[Path]:
@@ -665,20 +655,11 @@ class RealNode:
         return [Path(path) for path in self.changes.get("cgroups", []) if Path(path).exists()]
 
     def _unmount_all(self) -> None:
-        for _attempt in range(3):
-            points = mounts_under(self.paths.folder)
-            for point in [*points, *self._outside_mounts()]:
-                _run(["umount", point], check=False)
-            if not mounts_under(self.paths.folder):
-                return
-        for point in mounts_under(self.paths.folder):
-            _run(["umount", "--lazy", point], check=False)
-
-    def _outside_mounts(self) -> list[str]:
-        points = []
-        for path in self.changes.get("outside_paths", []):
-            points += mounts_under(Path(path))
-        return points
+        outside = [Path(path) for path in self.changes.get("outside_paths", [])]
+        for folder in [self.paths.folder, *outside]:
+            left = unmount_all_under(folder)
+            if left:
+                self.report(f"still mounted (detached lazily): {', '.join(left)}")
 
     def _remove_cgroups(self) -> None:
         deadline = time.monotonic() + 10

@@ -29,14 +29,13 @@ from localcluster.images import (
     ImageArchive,
     ensure_images,
 )
-from localcluster.realnode import NODE_NAME, REAL_NODE_LABEL, machine_snapshot, real_node_supported
+from localcluster.realnode import REAL_NODE_LABEL, machine_snapshot, real_node_supported
 from tests.helpers import REPO, Kubectl, eventually
 from tests.integration.daemonsets import DaemonSets
 
 REQUIRE_REAL_NODE = "KUBEHERD_REQUIRE_REAL_NODE"
 CHART = REPO / "charts" / "kubeherd"
 RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
-ON_REAL_NODE = {REAL_NODE_LABEL: "true"}
 
 
 @dataclass
@@ -180,10 +179,3 @@ def chart_operator(real_cluster: RealCluster) -> RealCluster:
     real_cluster.install_chart()
     wait_for_ready_operators(real_cluster, 1)
     return real_cluster
-
-
-def on_real_node(pod_spec: dict[str, Any]) -> dict[str, Any]:
-    return {**pod_spec, "nodeSelector": ON_REAL_NODE}
-
-
-__all__ = ["NODE_NAME", "RealCluster"]

@@ -8,14 +8,13 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from localcluster.realnode import NODE_IP, NODE_NAME
 from tests.helpers import eventually
 from tests.integration.daemonsets import DaemonSets, revision_of
-from tests.realnode.conftest import RealCluster
+from tests.realnode.conftest import RealCluster, is_ready
 from tests.realnode.workloads import box_daemonset, real_namespace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
@@ -36,10 +35,6 @@ def daemonsets(chart_operator: RealCluster, request: pytest.FixtureRequest) -> I
     purpose = request.node.name.removeprefix("test_")[:20].replace("_", "-").strip("-")
     with real_namespace(chart_operator, purpose) as namespace:
         yield chart_operator.daemonsets(namespace)
-
-
-def is_ready(pod: Any) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
 def kubectl_in(real: RealCluster, daemonsets: DaemonSets, *arguments: str) -> str:

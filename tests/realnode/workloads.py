@@ -8,10 +8,9 @@ import secrets
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from kubernetes.client.exceptions import ApiException
-
 from localcluster.images import TESTBOX_IMAGE
 from localcluster.realnode import REAL_NODE_LABEL
+from tests.conftest import temporary_namespace
 from tests.integration.daemonsets import agent
 
 if TYPE_CHECKING:
@@ -22,13 +21,8 @@ ON_REAL_NODE = {REAL_NODE_LABEL: "true"}
 
 @contextlib.contextmanager
 def real_namespace(real: RealCluster, purpose: str) -> Iterator[str]:
-    name = f"real-{purpose}-{secrets.token_hex(3)}"
-    real.core.create_namespace({"metadata": {"name": name}})
-    try:
+    with temporary_namespace(real.core, f"real-{purpose}-{secrets.token_hex(3)}") as name:
         yield name
-    finally:
-        with contextlib.suppress(ApiException):
-            real.core.delete_namespace(name)
 
 
 def box_container(command: str, **container: Any) -> dict[str, Any]:

@@ -27,12 +27,12 @@ from localcluster.images import (
     fingerprint_scheduler,
     fingerprint_testbox,
     is_static_elf,
-    mounts_under,
     operator_inputs,
     prepare_python_base,
     scheduler_image,
     select_images,
 )
+from localcluster.mounts import mounts_under
 
 BASE = "0123456789abcdef"
 

@@ -43,20 +43,32 @@ def finishes(main: Callable[[], Coroutine[Any, Any, None]], options: OperatorOpt
     return True
 
 
+def stop_checker_after(
+    options: OperatorOptions, stop: Callable[[asyncio.Future[Any]], None]
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """Kopf's stop-flag checker on `options.stopping`, and `stop` called while it waits (with
+    the future Kopf's signal handler resolves)."""
+
+    async def run() -> None:
+        signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        checker = asyncio.create_task(
+            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.stopping)
+        )
+        await asyncio.sleep(0.1)
+        stop(signal_flag)
+        await asyncio.wait_for(checker, timeout=1)
+
+    return run
+
+
 def test_after_a_signal_asyncio_run_returns_though_the_demoted_flag_is_not_set() -> None:
     """The end of kopf.run on SIGTERM or SIGINT: Kopf's stop-flag checker returns on the signal,
     and asyncio.run cancels what is left and joins its default executor. With a threading.Event
     as the stop flag, Kopf waited for it in that executor, and the join never returned."""
     options = OperatorOptions()
 
-    async def signalled() -> None:
-        signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        checker = asyncio.create_task(
-            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.stopping)
-        )
-        await asyncio.sleep(0.1)
-        signal_flag.set_result(signal.SIGTERM)  # what Kopf's signal handler does
-        await asyncio.wait_for(checker, timeout=1)
+    # What Kopf's signal handler does.
+    signalled = stop_checker_after(options, lambda flag: flag.set_result(signal.SIGTERM))
 
     assert finishes(signalled, options)
     assert not options.demoted.is_set()  # `kubeherd run` exits 0
@@ -65,14 +77,8 @@ def test_after_a_signal_asyncio_run_returns_though_the_demoted_flag_is_not_set()
 def test_a_demoted_replica_stops_kopf() -> None:
     options = OperatorOptions()
 
-    async def demoted() -> None:
-        signal_flag: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        checker = asyncio.create_task(
-            stop_flag_checker(signal_flag=signal_flag, stop_flag=options.stopping)
-        )
-        await asyncio.sleep(0.1)
-        options.demote()  # as the peering watch does, in Kopf's loop
-        await asyncio.wait_for(checker, timeout=1)
+    # As the peering watch does, in Kopf's loop.
+    demoted = stop_checker_after(options, lambda _flag: options.demote())
 
     assert finishes(demoted, options)
     assert options.demoted.is_set()  # `kubeherd run` exits 1, to be restarted as a standby
