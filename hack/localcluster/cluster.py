@@ -464,7 +464,10 @@ class LocalCluster:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports.scheduler}",
                 f"--cert-dir={self.folder / 'pki' / 'scheduler'}",
-                "--leader-elect=false",
+                # With a real node the cluster stands in for a real one: its scheduler elects on
+                # kube-system/kube-scheduler as kubeadm's does, so the tests can show that no
+                # SchedulerProfile contends for that Lease.
+                f"--leader-elect={'true' if self.with_real_node else 'false'}",
                 "--profiling=false",
             ],
         )
