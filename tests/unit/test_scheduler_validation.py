@@ -153,8 +153,9 @@ def test_args_a_plugin_does_not_have_are_refused_with_the_ones_it_has() -> None:
 
     (problem,) = validate_spec(spec, custom_image=False).errors
 
-    assert problem.field == "spec.profiles[0].pluginConfig[0].args"
-    assert "InterPodAffinity has no args hardWeight (it has hardPodAffinityWeight" in str(problem)
+    assert problem.field == "spec.profiles[0].pluginConfig[0].args.hardWeight"
+    assert "InterPodAffinityArgs has no field 'hardWeight'" in problem.message
+    assert "it has hardPodAffinityWeight, ignorePreferredTermsOfExistingPods" in problem.message
 
 
 @pytest.mark.parametrize(

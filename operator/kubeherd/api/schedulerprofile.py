@@ -38,6 +38,9 @@ EXTENSION_POINTS = (
     "bind",
     "postBind",
     "multiPoint",
+    "placementGenerate",
+    "placementScore",
+    "podGroupPostFilter",
 )
 MAX_PROFILES = 16
 MAX_PLUGINS = 64
@@ -105,6 +108,15 @@ class Plugins(Model):
     multi_point: PluginSet | None = Field(
         default=None,
         description="Plugins enabled at every extension point they implement.",
+    )
+    placement_generate: PluginSet | None = Field(
+        default=None, description="Proposes placements for a pod group (workload scheduling)."
+    )
+    placement_score: PluginSet | None = Field(
+        default=None, description="Ranks a pod group's placements (workload scheduling)."
+    )
+    pod_group_post_filter: PluginSet | None = Field(
+        default=None, description="When a pod group cannot be scheduled (its preemption)."
     )
 
 
@@ -197,6 +209,14 @@ _DURATION_RULES: JsonDict = {
         {
             "rule": "duration(self.retryPeriod) > duration('0s')",
             "message": "retryPeriod must be more than 0",
+        },
+        {
+            # client-go's leader elector refuses renewDeadline <= 1.2 x retryPeriod (its jitter);
+            # CEL cannot multiply a duration, so in milliseconds: renew * 5 > retry * 6.
+            "rule": "!self.leaderElect || duration(self.renewDeadline).getMilliseconds() * 5 > "
+            "duration(self.retryPeriod).getMilliseconds() * 6",
+            "message": "renewDeadline must be longer than 1.2 times retryPeriod (the leader "
+            "elector's jitter): shorten retryPeriod or lengthen renewDeadline",
         },
     ]
 }
