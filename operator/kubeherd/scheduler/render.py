@@ -92,7 +92,7 @@ def structural_problems(value: Any, schema: dict[str, Any], where: str) -> list[
         properties = schema.get("properties")
         extra = schema.get("additionalProperties")
         for key, item in value.items():
-            at = f"{where}.{key}"
+            at = f"{where}.{key}" if where else str(key)
             if properties is not None and key in properties:
                 problems += structural_problems(item, properties[key], at)
             elif isinstance(extra, dict):
