@@ -63,6 +63,10 @@ def test_a_minimal_profile_is_stored_with_the_defaults(kubectl: Kubectl, namespa
             "leaseDuration must be longer than renewDeadline",
         ),
         ({"leaderElection": {"retryPeriod": "0s"}}, "retryPeriod must be more than 0"),
+        (
+            {"leaderElection": {"renewDeadline": "10s", "retryPeriod": "9s"}},
+            "renewDeadline must be longer than 1.2 times retryPeriod",
+        ),
         ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaseDuration"),
         ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
         (
