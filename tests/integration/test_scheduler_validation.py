@@ -370,7 +370,10 @@ def judge(binary: Path, name: str, raw_spec: Mapping[str, Any]) -> Outcome:
             outcome.deliberate = ", ".join(sorted(reasons))
         rendered = render_configuration(spec, "checked", "default")
         outcome.accepted, outcome.log = run_kube_scheduler(binary, rendered)
-        outcome.rewrites = rewrites(spec, rendered, outcome.log if outcome.accepted else "")
+        # kube-scheduler's reading matters for what kubeherd would roll out (a zero it refuses,
+        # such as leaseDuration 0, kube-scheduler would default).
+        completed = outcome.log if outcome.accepted and verdict.valid else ""
+        outcome.rewrites = rewrites(spec, rendered, completed)
     except Exception as error:  # reported as a failure of the comparison
         outcome.error = f"{type(error).__name__}: {error}"
     return outcome

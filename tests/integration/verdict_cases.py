@@ -362,7 +362,7 @@ def _plugin_cases(rng: random.Random) -> Iterator[Case]:
     points = [point for point in EXTENSION_POINTS if point != "multiPoint"]
     for name, info in IN_TREE_PLUGINS.items():
         for point in points:
-            if point in info.extension_points or rng.random() < 0.15:
+            if point in info.extension_points or rng.random() < 0.5:
                 yield (
                     f"{name} at {point}",
                     spec(profile(plugins={point: {"enabled": [{"name": name}]}})),
@@ -513,6 +513,23 @@ def _election_cases(rng: random.Random) -> Iterator[Case]:
         "election durations with dots",
         spec(leaderElection={"leaseDuration": "15.s", "renewDeadline": ".5m", "retryPeriod": "2s"}),
     )
+    for lease, renew, retry in (
+        ("+1m", "30s", "5s"),
+        ("1h0m0.5s", "1m", "1m30ms"),
+        ("2m", "1m", "50000000000ns"),
+        ("2m", "1m", "-1s"),
+        ("0", "10s", "2s"),
+    ):
+        yield (
+            f"election {lease}/{renew}/{retry}",
+            spec(
+                leaderElection={
+                    "leaseDuration": lease,
+                    "renewDeadline": renew,
+                    "retryPeriod": retry,
+                }
+            ),
+        )
 
 
 def _global_cases() -> Iterator[Case]:

@@ -46,8 +46,9 @@ MAX_PROFILES = 16
 MAX_PLUGINS = 64
 # Pods name their scheduler with a DNS subdomain, so a profile name must be one to be usable.
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-# A Go duration, as kube-scheduler reads leaderElection's fields.
-GO_DURATION = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+# A Go duration, as time.ParseDuration (and so kube-scheduler) reads leaderElection's fields: a
+# number may start or end with its dot (".5s", "15.s"), a sign may lead, "0" needs no unit.
+GO_DURATION = r"^[-+]?((([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+|0)$"
 
 
 class EnabledPlugin(Model):
