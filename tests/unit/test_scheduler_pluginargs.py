@@ -10,15 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubeherd.scheduler.pluginargs import (
-    ARGS_TYPES,
-    GoList,
-    GoMap,
-    GoStruct,
-    GoType,
-    label_key_problems,
-    plugin_args_problems,
-)
+from kubeherd.scheduler.godecoding import GoList, GoMap, GoStruct, GoType, label_key_problems
+from kubeherd.scheduler.pluginargs import ARGS_TYPES, plugin_args_problems
 from kubeherd.scheduler.validation import validate_spec
 
 

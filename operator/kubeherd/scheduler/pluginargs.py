@@ -7,20 +7,33 @@ wants a number, a bool where it wants an int, a number that is not a whole one o
 in int32/int64 all stop it at start. Only then does it default the args (`v1/defaults.go`) and
 check them (`validation/validation_pluginargs.go`; NodeResourcesFit's args are checked only
 when the plugin is built, so only where it runs). Both steps are made here, in that order: a
-decoding error is reported alone, as kube-scheduler stops there too.
-
-The spec reaches kube-scheduler as YAML read by go-yaml, which turns a whole float (5.0) into a
-JSON integer: so 5.0 is an integer here as well, and 5.5 is not. A JSON null leaves a field unset.
+decoding error is reported alone, as kube-scheduler stops there too. How Go decodes (whole
+floats, nulls, int widths) is in godecoding.py.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from kubeherd.scheduler.godecoding import (
+    BOOL,
+    DURATION,
+    INT32,
+    INT64,
+    STRING,
+    STRINGS,
+    GoDecoder,
+    GoList,
+    GoMap,
+    GoStruct,
+    GoType,
+    json_kind,
+    label_key_problems,
+    label_value_problems,
+)
+from kubeherd.scheduler.godecoding import go_duration_seconds as go_duration_seconds
 from kubeherd.scheduler.problems import Problem
 
 ARGS_API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -33,45 +46,6 @@ MAX_SHAPE_SCORE = 10  # config.MaxCustomPriorityScore
 # What v1 defaulting gives NodeResourcesFit and NodeResourcesBalancedAllocation without resources.
 DEFAULT_RESOURCES = ({"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1})
 
-
-# --- Go types, as far as the decoder sees them ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GoInt:
-    bits: int
-
-    @property
-    def name(self) -> str:
-        return f"int{self.bits}"
-
-
-@dataclass(frozen=True)
-class GoScalar:
-    name: str  # "string", "bool" or "duration"
-
-
-@dataclass(frozen=True)
-class GoList:
-    item: GoType
-
-
-@dataclass(frozen=True)
-class GoMap:
-    value: GoType
-
-
-@dataclass(frozen=True)
-class GoStruct:
-    name: str
-    fields: Mapping[str, GoType]
-
-
-GoType = GoInt | GoScalar | GoList | GoMap | GoStruct
-
-INT32, INT64 = GoInt(32), GoInt(64)
-STRING, BOOL, DURATION = GoScalar("string"), GoScalar("bool"), GoScalar("duration")
-STRINGS = GoList(STRING)
 
 _RESOURCE = GoStruct("ResourceSpec", {"name": STRING, "weight": INT64})
 _SHAPE = GoList(GoStruct("UtilizationShapePoint", {"utilization": INT32, "score": INT32}))
@@ -160,220 +134,6 @@ ARGS_TYPES: Mapping[str, GoStruct] = dict(
     ]
 )
 
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a bool"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return f"a {type(value).__name__}"
-
-
-_WANTED = {
-    "int32": "a whole number from -2147483648 to 2147483647, without quotes",
-    "int64": "a whole number without quotes",
-    "string": "a string (quote it)",
-    "bool": "true or false, without quotes",
-    "duration": "a duration string such as 10s",
-}
-
-
-class _Decoder:
-    """Go's strict JSON decoding into a GoType: the decoded value (null as the zero value or
-    None), with a Problem for every value Go would refuse."""
-
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-
-    def refuse(self, where: str, value: Any, wanted: str) -> None:
-        self.problems.append(
-            Problem(
-                where, f"{_json_kind(value)} cannot be decoded here: kube-scheduler wants {wanted}"
-            )
-        )
-
-    def decode(self, where: str, value: Any, go_type: GoType) -> Any:
-        if value is None:
-            return None
-        if isinstance(go_type, GoInt):
-            return self._int(where, value, go_type)
-        if isinstance(go_type, GoScalar):
-            return self._scalar(where, value, go_type)
-        if isinstance(go_type, GoList):
-            if not isinstance(value, (list, tuple)):
-                self.refuse(where, value, f"a list ({_WANTED.get(_name(go_type.item), 'items')})")
-                return None
-            return [
-                _zero(go_type.item)
-                if item is None
-                else self.decode(f"{where}[{i}]", item, go_type.item)
-                for i, item in enumerate(value)
-            ]
-        if isinstance(go_type, GoMap):
-            if not isinstance(value, Mapping):
-                self.refuse(where, value, "an object of strings")
-                return None
-            return {
-                str(key): self.decode(f"{where}.{key}", item, go_type.value)
-                for key, item in value.items()
-            }
-        return self._struct(where, value, go_type)
-
-    def _int(self, where: str, value: Any, go_type: GoInt) -> int | None:
-        whole: int | None = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            whole = value
-        elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            whole = int(value)
-        limit = 2 ** (go_type.bits - 1)
-        if whole is None or not -limit <= whole < limit:
-            self.refuse(where, value, _WANTED[go_type.name])
-            return None
-        return whole
-
-    def _scalar(self, where: str, value: Any, go_type: GoScalar) -> Any:
-        if go_type.name == "bool":
-            if isinstance(value, bool):
-                return value
-            self.refuse(where, value, _WANTED["bool"])
-            return None
-        if not isinstance(value, str):
-            self.refuse(where, value, _WANTED[go_type.name])
-            return None
-        if go_type.name == "duration":
-            try:
-                return go_duration_seconds(value)
-            except ValueError:
-                self.problems.append(
-                    Problem(
-                        where, f"{value!r} is not a Go duration: write one such as 10s or 1m30s"
-                    )
-                )
-                return None
-        return value
-
-    def _struct(self, where: str, value: Any, go_type: GoStruct) -> dict[str, Any] | None:
-        if not isinstance(value, Mapping):
-            self.refuse(where, value, f"an object ({go_type.name})")
-            return None
-        decoded: dict[str, Any] = {}
-        for key, item in value.items():
-            field_type = go_type.fields.get(str(key))
-            if field_type is None:
-                known = ", ".join(sorted(set(go_type.fields) - set(_TYPE_META)))
-                self.problems.append(
-                    Problem(
-                        f"{where}.{key}",
-                        f"{go_type.name} has no field {key!r} (field names are case-sensitive; it "
-                        f"has {known}): kube-scheduler refuses unknown fields, remove or rename it",
-                    )
-                )
-                continue
-            field_value = self.decode(f"{where}.{key}", item, field_type)
-            if field_value is not None:
-                decoded[str(key)] = field_value
-        return decoded
-
-
-def _name(go_type: GoType) -> str:
-    return go_type.name if isinstance(go_type, (GoInt, GoScalar)) else ""
-
-
-def _zero(go_type: GoType) -> Any:
-    """What Go leaves in a list element given as null."""
-    if isinstance(go_type, GoInt):
-        return 0
-    if isinstance(go_type, GoScalar):
-        return {"string": "", "bool": False}.get(go_type.name)
-    if isinstance(go_type, GoStruct):
-        return {}
-    return None
-
-
-# --- Go durations -----------------------------------------------------------------------------
-
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-# As time.ParseDuration reads it: a number may start or end with its dot (".5s", "5.s"), and
-# nothing around it is trimmed (" 2s" is refused).
-_DURATION_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-_DURATION_UNIT = r"(?:ns|us|µs|μs|ms|s|m|h)"
-_GO_DURATION = re.compile(rf"([+-]?)((?:{_DURATION_NUMBER}{_DURATION_UNIT})+|0)")
-_MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
-
-
-def go_duration_seconds(text: str) -> float:
-    """A Go duration (time.ParseDuration) in seconds; ValueError if it is not one."""
-    match = _GO_DURATION.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration such as 15s or 1m30s")
-    parts = re.findall(rf"({_DURATION_NUMBER})({_DURATION_UNIT})", match.group(2))
-    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
-    if seconds > _MAX_DURATION_SECONDS:
-        raise ValueError(f"{text!r} is longer than a Go duration can be (about 292 years)")
-    return -seconds if match.group(1) == "-" else seconds
-
-
-# --- Kubernetes names -------------------------------------------------------------------------
-
-_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def label_key_problems(key: str) -> list[str]:
-    """What IsQualifiedName says about a label key (an optional DNS subdomain prefix and '/', then
-    a name of at most 63 characters)."""
-    parts = key.split("/")
-    if len(parts) > 2:
-        return ["a label key has at most one '/' (prefix/name, e.g. example.com/MyName)"]
-    problems = []
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("the prefix before '/' must not be empty")
-        elif len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
-            problems.append("the prefix before '/' must be a lower-case DNS subdomain")
-    name = parts[-1]
-    if not name:
-        problems.append("the name part must not be empty")
-    else:
-        if len(name) > 63:
-            problems.append("the name part must be at most 63 characters")
-        if not _LABEL_NAME.fullmatch(name):
-            problems.append(
-                "the name part must consist of alphanumeric characters, '-', '_' or '.', and "
-                "start and end with an alphanumeric character"
-            )
-    return problems
-
-
-def label_value_problems(value: str) -> list[str]:
-    problems = []
-    if len(value) > 63:
-        problems.append("a label value must be at most 63 characters")
-    if value and not _LABEL_NAME.fullmatch(value):
-        problems.append(
-            "a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', "
-            "and start and end with an alphanumeric character"
-        )
-    return problems
-
-
-# --- The checks after defaulting --------------------------------------------------------------
 
 Check = Callable[[str, Mapping[str, Any], list[Problem]], None]
 
@@ -682,11 +442,11 @@ def plugin_args_problems(where: str, plugin: str, args: Any, *, built: bool) -> 
         return [
             Problem(
                 where,
-                f"{_json_kind(args)} cannot be decoded here: kube-scheduler wants an object "
+                f"{json_kind(args)} cannot be decoded here: kube-scheduler wants an object "
                 f"({args_type.name})",
             )
         ]
-    decoder = _Decoder()
+    decoder = GoDecoder()
     decoded = decoder.decode(where, args, args_type)
     problems = decoder.problems + _type_meta_problems(where, plugin, decoded or {})
     if problems:
