@@ -63,6 +63,14 @@ def test_a_minimal_profile_is_stored_with_the_defaults(kubectl: Kubectl, namespa
             "leaseDuration must be longer than renewDeadline",
         ),
         ({"leaderElection": {"retryPeriod": "0s"}}, "retryPeriod must be more than 0"),
+        (
+            {"leaderElection": {"renewDeadline": "10s", "retryPeriod": "9s"}},
+            "renewDeadline must be longer than 1.2 times retryPeriod",
+        ),
+        (
+            {"leaderElection": {"renewDeadline": "12000ms", "retryPeriod": "10s"}},
+            "renewDeadline must be longer than 1.2 times retryPeriod",
+        ),
         ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaseDuration"),
         ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
         (
@@ -109,3 +117,19 @@ def test_kubectl_get_shows_the_scheduler_columns(kubectl: Kubectl, namespace: st
     header = kubectl("-n", namespace, "get", "sp").stdout.splitlines()[0].split()
 
     assert header == ["NAME", "SCHEDULERS", "READY", "LEADER", "VALID", "AGE"]
+
+
+@pytest.mark.parametrize(
+    "election",
+    [
+        {"leaseDuration": "1m", "renewDeadline": ".5m", "retryPeriod": "2.s"},
+        {"leaseDuration": "+20s", "renewDeadline": "12001ms", "retryPeriod": "10s"},
+        {"leaseDuration": "1h0m0.5s", "renewDeadline": "1m", "retryPeriod": "49.999s"},
+    ],
+)
+def test_lease_timings_kube_scheduler_accepts_are_stored(
+    kubectl: Kubectl, namespace: str, election: dict[str, str]
+) -> None:
+    result = apply(kubectl, namespace, with_spec(leaderElection=election))
+
+    assert result.returncode == 0, result.stderr

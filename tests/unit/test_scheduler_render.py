@@ -128,3 +128,95 @@ def test_a_static_scheduler_on_the_clusters_own_lease_is_refused(tmp_path: Path)
 
     with pytest.raises(RenderError, match="Lease kube-system/kube-scheduler belongs to"):
         rendered(manifest, static=True)
+
+
+def _file(tmp_path: Path, spec: dict[str, object]) -> Path:
+    path = tmp_path / "sp.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubeherd.io/v1alpha1",
+                "kind": "SchedulerProfile",
+                "metadata": {"name": "x"},
+                "spec": spec,
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        (
+            {"profiles": [{"schedulerName": "a"}], "leaderElection": {"resourceLock": "leases"}},
+            r"spec.leaderElection.resourceLock: unknown field",
+        ),
+        (
+            {"profiles": [{"schedulerName": "a", "pluginconfig": []}]},
+            "unknown field 'pluginconfig'",
+        ),
+        ({"profiles": [{"schedulerName": "a"}], "extenders": []}, "unknown field 'extenders'"),
+        ({"profiles": [{"schedulerName": "a"}], "parallelism": "5"}, "'5' is not of type integer"),
+        (
+            {"profiles": [{"schedulerName": "a"}], "parallelism": True},
+            "True is not of type integer",
+        ),
+        ({"profiles": [{"schedulerName": "a"}], "parallelism": 5.5}, "5.5 is not of type integer"),
+        (
+            {
+                "profiles": [
+                    {
+                        "schedulerName": "a",
+                        "plugins": {
+                            "score": {"enabled": [{"name": "ImageLocality", "weight": "5"}]}
+                        },
+                    }
+                ]
+            },
+            "weight: '5' is not of type integer",
+        ),
+        (
+            {
+                "profiles": [
+                    {
+                        "schedulerName": "a",
+                        "pluginConfig": [
+                            {"name": "InterPodAffinity"},
+                            {"name": "InterPodAffinity"},
+                        ],
+                    }
+                ]
+            },
+            "InterPodAffinity has a second pluginConfig entry",
+        ),
+    ],
+)
+def test_render_refuses_what_kubectl_apply_refuses_instead_of_coercing_or_dropping_it(
+    tmp_path: Path, spec: dict[str, object], complaint: str
+) -> None:
+    with pytest.raises(RenderError, match=complaint):
+        rendered(_file(tmp_path, spec))
+
+
+def test_render_writes_the_v1_37_extension_points_and_the_args_as_written(tmp_path: Path) -> None:
+    profile = {
+        "schedulerName": "a",
+        "plugins": {"podGroupPostFilter": {"disabled": [{"name": "DefaultPreemption"}]}},
+        "pluginConfig": [
+            {"name": "TaintToleration", "args": {"anything": [1, "y"]}},
+            {"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 5.0}},
+        ],
+    }
+
+    (configuration,), _warnings = rendered(_file(tmp_path, {"profiles": [profile]}))
+
+    assert configuration["profiles"] == [profile]
+
+
+def test_strings_go_yaml_would_read_as_bools_or_numbers_are_quoted(tmp_path: Path) -> None:
+    from kubeherd.scheduler.config import configuration_yaml
+
+    text = configuration_yaml({"a": "y", "b": "1e3", "c": "on", "d": "10s", "e": "zone"})
+
+    assert text == 'a: "y"\nb: "1e3"\nc: "on"\nd: 10s\ne: zone\n'

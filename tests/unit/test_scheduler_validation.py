@@ -153,8 +153,9 @@ def test_args_a_plugin_does_not_have_are_refused_with_the_ones_it_has() -> None:
 
     (problem,) = validate_spec(spec, custom_image=False).errors
 
-    assert problem.field == "spec.profiles[0].pluginConfig[0].args"
-    assert "InterPodAffinity has no args hardWeight (it has hardPodAffinityWeight" in str(problem)
+    assert problem.field == "spec.profiles[0].pluginConfig[0].args.hardWeight"
+    assert "InterPodAffinityArgs has no field 'hardWeight'" in problem.message
+    assert "it has hardPodAffinityWeight, ignorePreferredTermsOfExistingPods" in problem.message
 
 
 @pytest.mark.parametrize(
@@ -221,3 +222,86 @@ def test_a_schedulerprofile_that_elects_claims_its_lease_beside_its_names() -> N
     assert electing == {"s", "Lease ops/lock"}
     alone = {claim.scheduler_name for claim in claims_of(body({"leaderElect": False}))}
     assert alone == {"s"}
+
+
+def _one_profile(**fields: Any) -> dict[str, Any]:
+    return {"profiles": [{"schedulerName": "a", **fields}]}
+
+
+def test_a_bool_is_not_an_integer_in_plugin_args() -> None:
+    spec = _one_profile(
+        pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": True}}]
+    )
+
+    (problem,) = validate_spec(spec, custom_image=False).errors
+
+    assert problem.field == "spec.profiles[0].pluginConfig[0].args.hardPodAffinityWeight"
+    assert "a bool cannot be decoded here" in problem.message
+
+
+def test_a_whole_float_is_an_integer_as_go_yaml_reads_it() -> None:
+    spec = _one_profile(
+        pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 5.0}}]
+    )
+
+    assert validate_spec(spec, custom_image=False).valid
+
+
+def test_a_renew_deadline_within_the_leader_electors_jitter_is_refused() -> None:
+    spec = {**_one_profile(), "leaderElection": {"renewDeadline": "10s", "retryPeriod": "9s"}}
+
+    (problem,) = validate_spec(spec, custom_image=False).errors
+
+    assert problem.field == "spec.leaderElection"
+    assert "renewDeadline must be longer than 1.2 times retryPeriod" in problem.message
+
+
+def test_an_empty_queue_sort_is_the_same_as_none_across_profiles() -> None:
+    spec = {
+        "profiles": [
+            {"schedulerName": "a", "plugins": {"queueSort": {}}},
+            {"schedulerName": "b", "plugins": {"queueSort": {"disabled": []}}},
+            {"schedulerName": "c"},
+        ]
+    }
+
+    assert validate_spec(spec, custom_image=False).valid
+
+
+def test_a_custom_image_still_needs_a_binder() -> None:
+    spec = _one_profile(
+        plugins={
+            "filter": {"enabled": [{"name": "MyCustomPlugin"}]},
+            "bind": {"disabled": [{"name": "*"}]},
+        }
+    )
+
+    verdict = validate_spec(spec, custom_image=True)
+
+    assert [problem.field for problem in verdict.errors] == ["spec.profiles[0].plugins.bind"]
+
+
+def test_args_for_a_removed_plugin_are_refused() -> None:
+    (problem,) = validate_spec(
+        _one_profile(pluginConfig=[{"name": "EBSLimits"}]), custom_image=False
+    ).errors
+
+    assert problem.field == "spec.profiles[0].pluginConfig[0].name"
+    assert "EBSLimits was removed" in problem.message
+
+
+@pytest.mark.parametrize("version", ["v1.36.4", "v1.38.0", "v2.37.0"])
+def test_an_image_of_a_minor_kubeherd_does_not_validate_for_is_refused(version: str) -> None:
+    from kubeherd.scheduler.plugins import version_problems
+
+    (problem,) = version_problems(version)
+
+    assert problem.field == "spec.image"
+    assert "validates configurations only for 1.37" in problem.message
+
+
+@pytest.mark.parametrize("version", ["v1.37.0", "v1.37.2", None])
+def test_an_image_of_a_validated_minor_is_accepted(version: str | None) -> None:
+    from kubeherd.scheduler.plugins import version_problems
+
+    assert version_problems(version) == []

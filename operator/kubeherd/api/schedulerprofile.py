@@ -38,13 +38,17 @@ EXTENSION_POINTS = (
     "bind",
     "postBind",
     "multiPoint",
+    "placementGenerate",
+    "placementScore",
+    "podGroupPostFilter",
 )
 MAX_PROFILES = 16
 MAX_PLUGINS = 64
 # Pods name their scheduler with a DNS subdomain, so a profile name must be one to be usable.
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-# A Go duration, as kube-scheduler reads leaderElection's fields.
-GO_DURATION = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+# A Go duration, as time.ParseDuration (and so kube-scheduler) reads leaderElection's fields: a
+# number may start or end with its dot (".5s", "15.s"), a sign may lead, "0" needs no unit.
+GO_DURATION = r"^[-+]?((([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+|0)$"
 
 
 class EnabledPlugin(Model):
@@ -105,6 +109,15 @@ class Plugins(Model):
     multi_point: PluginSet | None = Field(
         default=None,
         description="Plugins enabled at every extension point they implement.",
+    )
+    placement_generate: PluginSet | None = Field(
+        default=None, description="Proposes placements for a pod group (workload scheduling)."
+    )
+    placement_score: PluginSet | None = Field(
+        default=None, description="Ranks a pod group's placements (workload scheduling)."
+    )
+    pod_group_post_filter: PluginSet | None = Field(
+        default=None, description="When a pod group cannot be scheduled (its preemption)."
     )
 
 
@@ -197,6 +210,14 @@ _DURATION_RULES: JsonDict = {
         {
             "rule": "duration(self.retryPeriod) > duration('0s')",
             "message": "retryPeriod must be more than 0",
+        },
+        {
+            # client-go's leader elector refuses renewDeadline <= 1.2 x retryPeriod (its jitter);
+            # CEL cannot multiply a duration, so in milliseconds: renew * 5 > retry * 6.
+            "rule": "!self.leaderElect || duration(self.renewDeadline).getMilliseconds() * 5 > "
+            "duration(self.retryPeriod).getMilliseconds() * 6",
+            "message": "renewDeadline must be longer than 1.2 times retryPeriod (the leader "
+            "elector's jitter): shorten retryPeriod or lengthen renewDeadline",
         },
     ]
 }

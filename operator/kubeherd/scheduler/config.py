@@ -9,6 +9,7 @@ take turns leading.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,8 +67,10 @@ def render_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
     if points:
         rendered["plugins"] = points
     if profile.get("pluginConfig"):
+        # The args as written: kube-scheduler decodes them, and a rewrite here (null as {}, a
+        # string as a mapping) would be a configuration the user never wrote.
         rendered["pluginConfig"] = [
-            {"name": entry["name"], "args": dict(entry.get("args") or {})}
+            {"name": entry["name"]} | ({"args": entry["args"]} if "args" in entry else {})
             for entry in profile["pluginConfig"]
         ]
     return rendered
@@ -99,8 +102,38 @@ def render_configuration(
     return configuration
 
 
+# A plain scalar go-yaml (YAML 1.1, as kube-scheduler reads its file) takes for a string. PyYAML
+# leaves some others plain that go-yaml reads as a bool or a number (`y`, `n`, `1e3`, `0b1`,
+# `1_000`): those, and anything not matching this, are written quoted.
+_PLAIN_STRING = re.compile(r"[A-Za-z0-9_/][-A-Za-z0-9_./]*")
+_GO_YAML_NUMBER = re.compile(
+    r"[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?0[xXbBoO][0-9a-fA-F_]+"
+)
+_GO_YAML_NON_STRINGS = frozenset(
+    word
+    for spelling in ("y", "yes", "n", "no", "true", "false", "on", "off", "null")
+    for word in (spelling, spelling.capitalize(), spelling.upper())
+)
+
+
+class _GoYamlDumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_string(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    plain = (
+        _PLAIN_STRING.fullmatch(text) is not None
+        and _GO_YAML_NUMBER.fullmatch(text) is None
+        and text not in _GO_YAML_NON_STRINGS
+    )
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=None if plain else '"')
+
+
+_GoYamlDumper.add_representer(str, _represent_string)
+
+
 def configuration_yaml(configuration: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(configuration), sort_keys=False)
+    return yaml.dump(dict(configuration), Dumper=_GoYamlDumper, sort_keys=False)
 
 
 def configuration_hash(text: str) -> str:

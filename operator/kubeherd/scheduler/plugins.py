@@ -14,10 +14,46 @@ The tests run the real kube-scheduler on configurations and compare its verdict 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kubeherd.scheduler.problems import Problem
+
 KUBE_SCHEDULER_VERSION = "v1.37.2"
+# The Kubernetes minors whose kube-scheduler these tables and the checks follow. Another minor
+# has another catalog (plugins added or removed), other args and feature gates: a configuration
+# Valid here may crash-loop there, so it is refused rather than guessed.
+VALIDATED_MINORS = ("1.37",)
+_RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def version_problems(image_version: str | None) -> list[Problem]:
+    """Refusals of an official kube-scheduler image version (`vMAJOR.MINOR.PATCH`) whose minor
+    kubeherd does not validate for; None (a custom image, or no version) is not refused here."""
+    if image_version is None:
+        return []
+    match = _RELEASE.fullmatch(image_version)
+    if match is None:
+        return [
+            Problem(
+                "spec.image",
+                f"{image_version!r} is not a release version (vMAJOR.MINOR.PATCH): kubeherd "
+                "cannot tell which kube-scheduler checks apply",
+            )
+        ]
+    minor = f"{int(match.group(1))}.{int(match.group(2))}"
+    if minor in VALIDATED_MINORS:
+        return []
+    return [
+        Problem(
+            "spec.image",
+            f"kube-scheduler {image_version} is Kubernetes {minor}, and this kubeherd validates "
+            f"configurations only for {', '.join(VALIDATED_MINORS)}: its plugins and args differ, "
+            "so a configuration Valid here could crash-loop there. Use a kubeherd release that "
+            f"covers {minor}, or set spec.image to a scheduler build you have checked yourself",
+        )
+    ]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """`kubeherd render schedulerprofile -f FILE`: the configuration without a cluster.
 
-The file is read as `kubectl apply` would send it: the schema (field types, ranges, defaults)
-through the pydantic model, then the CRD's CEL rules and kube-scheduler's own checks, with the
-messages the operator would give. Nothing is contacted.
+The file is read as `kubectl apply` would send it: first as strictly as the API server reads
+it (a field the CRD does not have, a string or a bool where it has a number, are refused, not
+coerced or dropped), then the schema (ranges, defaults) through the pydantic model, then the
+CRD's CEL rules and kube-scheduler's own checks, with the messages the operator would give.
+What is rendered is what was written. Nothing is contacted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, TextIO
 import pydantic
 import yaml
 
+from kubeherd.api.crd import SCHEDULER_PROFILE, openapi_schema
 from kubeherd.api.schedulerprofile import SchedulerProfile
 from kubeherd.scheduler.config import configuration_yaml, lease_lock, render_configuration
 from kubeherd.scheduler.objects import (
@@ -38,7 +41,11 @@ def load_profiles(path: Path) -> list[dict[str, Any]]:
     if not profiles:
         raise RenderError(f"{path} holds no SchedulerProfile")
     loaded = []
+    schema = openapi_schema(SCHEDULER_PROFILE)
     for document in profiles:
+        strict = structural_problems(document, schema, "")
+        if strict:
+            raise RenderError("; ".join(strict))
         try:
             model = SchedulerProfile.model_validate(document)
         except pydantic.ValidationError as error:
@@ -48,6 +55,54 @@ def load_profiles(path: Path) -> list[dict[str, Any]]:
             raise RenderError(problems) from None
         loaded.append(model.model_dump(by_alias=True, exclude_none=True, mode="json"))
     return loaded
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _type_problem(value: Any, schema: dict[str, Any], where: str) -> str | None:
+    wanted = schema.get("type")
+    if wanted is None or schema.get("x-kubernetes-int-or-string"):
+        return None
+    if wanted in ("integer", "number"):
+        # The API server takes a whole float (5.0) for an integer, as its validator does.
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if is_number and (wanted == "number" or float(value).is_integer()):
+            return None
+    elif isinstance(value, _JSON_TYPES[wanted]):
+        return None
+    return f"{where or '.'}: {value!r} is not of type {wanted}: write it as one, without quotes"
+
+
+def structural_problems(value: Any, schema: dict[str, Any], where: str) -> list[str]:
+    """What the API server's strict field validation refuses in `value` under the CRD's
+    structural `schema`: unknown fields and values of another JSON type (no coercion)."""
+    if value is None:
+        return []
+    problem = _type_problem(value, schema, where)
+    if problem is not None:
+        return [problem]
+    problems: list[str] = []
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            at = f"{where}.{key}" if where else str(key)
+            if properties is not None and key in properties:
+                problems += structural_problems(item, properties[key], at)
+            elif isinstance(extra, dict):
+                problems += structural_problems(item, extra, at)
+            elif properties is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
+                problems.append(f"{at}: unknown field {key!r} (check its spelling and case)")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            problems += structural_problems(item, schema["items"], f"{where}[{index}]")
+    return problems
 
 
 def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: TextIO) -> None:

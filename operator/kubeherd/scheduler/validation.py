@@ -12,45 +12,23 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubeherd.api.schedulerprofile import EXTENSION_POINTS
 from kubeherd.scheduler.config import Lock
+from kubeherd.scheduler.pluginargs import go_duration_seconds as go_duration_seconds
+from kubeherd.scheduler.pluginargs import plugin_args_problems
 from kubeherd.scheduler.plugins import (
     DEFAULT_PLUGINS,
     IN_TREE_PLUGINS,
     KUBE_SCHEDULER_VERSION,
     REMOVED_PLUGINS,
 )
+from kubeherd.scheduler.problems import Problem as Problem
 
 ALL = "*"
-SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
-# The args kinds of kubescheduler.config.k8s.io/v1 and their fields: kube-scheduler decodes
-# them strictly, so any other field is refused. Plugins without an args kind ignore args.
-ARG_FIELDS = {
-    "DefaultPreemption": {"minCandidateNodesPercentage", "minCandidateNodesAbsolute"},
-    "DynamicResources": {"filterTimeout", "bindingTimeout"},
-    "InterPodAffinity": {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"},
-    "NodeAffinity": {"addedAffinity"},
-    "NodeResourcesBalancedAllocation": {"resources"},
-    "NodeResourcesFit": {"ignoredResources", "ignoredResourceGroups", "scoringStrategy"},
-    "PodTopologySpread": {"defaultConstraints", "defaultingType"},
-    "VolumeBinding": {"bindTimeoutSeconds", "shape"},
-}
-_TYPE_FIELDS = {"apiVersion", "kind"}
-SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
-
-
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 @dataclass
@@ -193,216 +171,18 @@ def _plugin_names(
     return all_known
 
 
-def _plugin_args(where: str, plugin: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    """The checks kube-scheduler makes on the args of its in-tree plugins."""
-    fields = ARG_FIELDS.get(plugin)
-    if fields is None:
-        return
-    unknown = set(args) - fields - _TYPE_FIELDS
-    if unknown:
-        verdict.errors.append(
-            Problem(
-                where,
-                f"{plugin} has no args {', '.join(sorted(unknown))} (it has "
-                f"{', '.join(sorted(fields))}): kube-scheduler refuses unknown fields",
-            )
-        )
-    check = _ARG_CHECKS.get(plugin)
-    if check is not None:
-        check(where, args, verdict)
+RENEW_AFTER_RETRY = (
+    "renewDeadline must be longer than 1.2 times retryPeriod (the leader elector's jitter): "
+    "shorten retryPeriod or lengthen renewDeadline"
+)
 
 
-def _in_range(
-    verdict: Verdict, where: str, value: Any, low: int, high: int | None, what: str
-) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, int) and low <= value and (high is None or value <= high):
-        return True
-    upper = f"to {high}" if high is not None else "or more"
-    verdict.errors.append(Problem(where, f"{value!r}: {what} must be from {low} {upper}"))
-    return False
-
-
-def _preemption_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    # Defaults: 10 % and 100 nodes.
-    percentage = args.get("minCandidateNodesPercentage")
-    absolute = args.get("minCandidateNodesAbsolute")
-    fine = _in_range(
-        verdict, f"{where}.minCandidateNodesPercentage", percentage, 0, 100, "a percentage"
-    )
-    fine &= _in_range(
-        verdict, f"{where}.minCandidateNodesAbsolute", absolute, 0, None, "a node count"
-    )
-    if fine and percentage == 0 and absolute == 0:
-        verdict.errors.append(
-            Problem(
-                where,
-                "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be 0: "
-                "preemption would find no candidate node",
-            )
-        )
-
-
-def _inter_pod_affinity_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    _in_range(
-        verdict,
-        f"{where}.hardPodAffinityWeight",
-        args.get("hardPodAffinityWeight"),
-        0,
-        100,
-        "a weight",
-    )
-
-
-def _spread_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    # kube-scheduler's v1 defaulting reads an empty defaultingType as System.
-    defaulting = args.get("defaultingType") or "System"
-    constraints = list(args.get("defaultConstraints") or [])
-    if defaulting not in ("System", "List"):
-        verdict.errors.append(
-            Problem(f"{where}.defaultingType", f"{defaulting!r}: use System or List")
-        )
-    elif defaulting == "System" and constraints:
-        verdict.errors.append(
-            Problem(
-                f"{where}.defaultingType",
-                "defaultConstraints are used only with defaultingType: List (System means "
-                "kube-scheduler's own): set defaultingType: List",
-            )
-        )
-    seen: set[tuple[str, str]] = set()
-    for index, constraint in enumerate(constraints):
-        at = f"{where}.defaultConstraints[{index}]"
-        skew = constraint.get("maxSkew")
-        if not isinstance(skew, int) or skew < 1:
-            verdict.errors.append(Problem(f"{at}.maxSkew", f"{skew!r}: must be 1 or more"))
-        if not constraint.get("topologyKey"):
-            verdict.errors.append(Problem(f"{at}.topologyKey", "a node label key is required"))
-        action = constraint.get("whenUnsatisfiable")
-        if action not in SPREAD_ACTIONS:
-            verdict.errors.append(
-                Problem(f"{at}.whenUnsatisfiable", f"{action!r}: use {' or '.join(SPREAD_ACTIONS)}")
-            )
-        if "labelSelector" in constraint:
-            verdict.errors.append(
-                Problem(
-                    f"{at}.labelSelector",
-                    "default constraints take no selector: kube-scheduler derives it from "
-                    "each pod's owner",
-                )
-            )
-        pair = (str(constraint.get("topologyKey")), str(action))
-        if pair in seen:
-            verdict.errors.append(
-                Problem(at, f"a second constraint on {pair[0]} with {pair[1]}: merge them")
-            )
-        seen.add(pair)
-
-
-def _balanced_allocation_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    for index, resource in enumerate(args.get("resources") or []):
-        weight = resource.get("weight")
-        # Unset or 0 is defaulted to 1 before kube-scheduler checks it.
-        if weight not in (None, 0, 1):
-            verdict.errors.append(
-                Problem(
-                    f"{where}.resources[{index}].weight",
-                    f"{weight!r}: NodeResourcesBalancedAllocation weighs every resource "
-                    "equally; use 1 (or leave it out)",
-                )
-            )
-
-
-def _volume_binding_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    _in_range(
-        verdict,
-        f"{where}.bindTimeoutSeconds",
-        args.get("bindTimeoutSeconds"),
-        0,
-        None,
-        "a timeout in seconds",
-    )
-
-
-def _dynamic_resources_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    for field_name, minimum in (("filterTimeout", 0.0), ("bindingTimeout", 1.0)):
-        text = args.get(field_name)
-        if text is None:
-            continue
-        try:
-            seconds = go_duration_seconds(str(text))
-        except ValueError:
-            verdict.errors.append(
-                Problem(f"{where}.{field_name}", f"{text!r} is not a duration such as 10s")
-            )
-            continue
-        if seconds < minimum:
-            least = "at least 1s" if minimum else "0s or more"
-            verdict.errors.append(Problem(f"{where}.{field_name}", f"{text!r}: must be {least}"))
-
-
-def _fit_args(where: str, args: Mapping[str, Any], verdict: Verdict) -> None:
-    strategy = args.get("scoringStrategy")
-    if strategy is None:
-        return
-    kind = strategy.get("type", "LeastAllocated")
-    if kind not in SCORING_STRATEGIES:
-        verdict.errors.append(
-            Problem(
-                f"{where}.scoringStrategy.type",
-                f"{kind!r} is not a scoring strategy: use {', '.join(SCORING_STRATEGIES)}",
-            )
-        )
-    for index, resource in enumerate(strategy.get("resources") or []):
-        weight = resource.get("weight")
-        # Unset or 0 is defaulted to 1 before kube-scheduler checks the range.
-        if weight is not None and (not isinstance(weight, int) or not 0 <= weight <= 100):
-            verdict.errors.append(
-                Problem(
-                    f"{where}.scoringStrategy.resources[{index}].weight",
-                    f"{weight!r}: a resource weight must be from 1 to 100",
-                )
-            )
-    shape = (strategy.get("requestedToCapacityRatio") or {}).get("shape")
-    if kind == "RequestedToCapacityRatio" and not shape:
-        verdict.errors.append(
-            Problem(
-                f"{where}.scoringStrategy.requestedToCapacityRatio.shape",
-                "RequestedToCapacityRatio needs a shape: points of utilization (0-100) and "
-                "score (0-10)",
-            )
-        )
-
-
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-_ARG_CHECKS: dict[str, Callable[[str, Mapping[str, Any], Verdict], None]] = {
-    "DefaultPreemption": _preemption_args,
-    "DynamicResources": _dynamic_resources_args,
-    "InterPodAffinity": _inter_pod_affinity_args,
-    "NodeResourcesBalancedAllocation": _balanced_allocation_args,
-    "NodeResourcesFit": _fit_args,
-    "PodTopologySpread": _spread_args,
-    "VolumeBinding": _volume_binding_args,
-}
-
-
-# As time.ParseDuration reads it: a number may start or end with its dot (".5s", "5.s"), and
-# nothing around it is trimmed (" 2s" is refused).
-_DURATION_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-_GO_DURATION = re.compile(rf"([+-]?)((?:{_DURATION_NUMBER}(?:ns|us|µs|ms|s|m|h))+|0)")
-
-
-def go_duration_seconds(text: str) -> float:
-    """A Go duration (time.ParseDuration) in seconds; ValueError if it is not one."""
-    match = _GO_DURATION.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration such as 15s or 1m30s")
-    parts = re.findall(rf"({_DURATION_NUMBER})(ns|us|µs|ms|s|m|h)", match.group(2))
-    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
-    return -seconds if match.group(1) == "-" else seconds
+def renews_in_time(renew_seconds: float, retry_seconds: float) -> bool:
+    """client-go's leader elector: renewDeadline > JitterFactor times retryPeriod, in nanoseconds
+    (the product truncated, as Go converts it back to a Duration)."""
+    renew, retry = round(renew_seconds * 1e9), round(retry_seconds * 1e9)
+    # 1.2 times retry, exactly as the integer Go truncates it to (retry * 6 // 5 in integers).
+    return renew > retry * 6 // 5
 
 
 def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
@@ -438,6 +218,10 @@ def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
         problems.append(
             Problem("spec.leaderElection", "leaseDuration must be longer than renewDeadline")
         )
+    retry = durations.get("retryPeriod")
+    electing = election.get("leaderElect", True)
+    if electing and renew is not None and retry is not None and not renews_in_time(renew, retry):
+        problems.append(Problem("spec.leaderElection", RENEW_AFTER_RETRY))
     if int(spec.get("replicas", 1)) > 1 and not election.get("leaderElect", True):
         problems.append(
             Problem(
@@ -503,56 +287,107 @@ def _check_spec(
             )
         plugins = profile.get("plugins") or {}
         all_known = _plugin_names(where, plugins, custom_image, verdict)
-        if all_known:
-            effective = effective_plugins(plugins)
-            sorters = effective["queueSort"]
-            if len(sorters) != 1:
-                verdict.errors.append(
-                    Problem(
-                        f"{where}.plugins.queueSort",
-                        f"a profile needs exactly one queueSort plugin once merged with the "
-                        f"defaults, this one has {len(sorters)} ({', '.join(sorters) or 'none'}): "
-                        "disable PrioritySort when you enable another",
-                    )
-                )
-            if not effective["bind"]:
-                verdict.errors.append(
-                    Problem(
-                        f"{where}.plugins.bind",
-                        "a profile needs at least one bind plugin: do not disable DefaultBinder "
-                        "without enabling another",
-                    )
-                )
-        for config_index, entry in enumerate(profile.get("pluginConfig") or []):
-            _plugin_args(
-                f"{where}.pluginConfig[{config_index}].args",
-                str(entry.get("name")),
-                entry.get("args") or {},
-                verdict,
-            )
+        effective = effective_plugins(plugins)
+        if all_known or custom_image:
+            _queue_sort_and_bind(where, plugins, effective, verdict)
+        built = {name for names in effective.values() for name in names}
+        _plugin_config(where, profile.get("pluginConfig") or [], built, verdict)
     _common_queue_sort(profiles, verdict)
     return verdict
 
 
-def _queue_sort_args(profile: Mapping[str, Any], names: Iterable[str]) -> list[Any]:
-    wanted = set(names)
+def _out_of_tree(plugins: Mapping[str, Any]) -> list[str]:
+    """The plugins under multiPoint that the catalog does not know: the points they implement
+    are known only to the image that has them."""
     return [
-        entry.get("args")
-        for entry in profile.get("pluginConfig") or []
-        if entry.get("name") in wanted
+        str(p["name"])
+        for p in _enabled(plugins.get("multiPoint"))
+        if p["name"] not in IN_TREE_PLUGINS and p["name"] not in REMOVED_PLUGINS
     ]
+
+
+def _queue_sort_and_bind(
+    where: str, plugins: Mapping[str, Any], effective: Mapping[str, list[str]], verdict: Verdict
+) -> None:
+    """Exactly one queueSort plugin and at least one bind plugin, as the framework counts them;
+    out-of-tree plugins enabled at those points count too, and one under multiPoint might
+    implement either (so only a count it cannot change is refused)."""
+    sorters = effective["queueSort"]
+    maybe = _out_of_tree(plugins)
+    if len(sorters) > 1 or (not sorters and not maybe):
+        verdict.errors.append(
+            Problem(
+                f"{where}.plugins.queueSort",
+                f"a profile needs exactly one queueSort plugin once merged with the "
+                f"defaults, this one has {len(sorters)} ({', '.join(sorters) or 'none'}): "
+                "disable PrioritySort when you enable another",
+            )
+        )
+    if not effective["bind"] and not maybe:
+        verdict.errors.append(
+            Problem(
+                f"{where}.plugins.bind",
+                "a profile needs at least one bind plugin: do not disable DefaultBinder "
+                "without enabling another",
+            )
+        )
+
+
+def _plugin_config(
+    where: str, entries: Sequence[Mapping[str, Any]], built: set[str], verdict: Verdict
+) -> None:
+    """kube-scheduler's checks of pluginConfig: one entry per plugin, none for a removed plugin,
+    and args it can decode and accepts."""
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        at = f"{where}.pluginConfig[{index}]"
+        name = str(entry.get("name"))
+        if name in seen:
+            verdict.errors.append(
+                Problem(f"{at}.name", f"{name} has a second pluginConfig entry: merge them")
+            )
+        seen.add(name)
+        if name in REMOVED_PLUGINS:
+            verdict.errors.append(
+                Problem(
+                    f"{at}.name",
+                    f"{name} was removed from kube-scheduler ({REMOVED_PLUGINS[name]}): remove "
+                    "its pluginConfig entry",
+                )
+            )
+            continue
+        verdict.errors += plugin_args_problems(
+            f"{at}.args", name, entry.get("args"), built=name in built
+        )
+
+
+def _plugin_set_value(plugin_set: Any) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """A PluginSet as kube-scheduler compares two (semantic DeepEqual after conversion): an
+    absent set, `{}` and empty lists are alike, and an unset weight is 0."""
+
+    def plugins(key: str) -> list[tuple[str, int]]:
+        return [
+            (str(p.get("name")), int(p.get("weight") or 0))
+            for p in (plugin_set or {}).get(key) or []
+        ]
+
+    return plugins("enabled"), plugins("disabled")
 
 
 def _common_queue_sort(profiles: Sequence[Mapping[str, Any]], verdict: Verdict) -> None:
     """One scheduler has one queue, so all its profiles must sort it alike (kube-scheduler's
-    validateCommonQueueSort compares each profile's queueSort with the first one's)."""
+    validateCommonQueueSort compares each profile's queueSort with the first one's, and the args
+    any other profile gives the first one's queueSort plugin with the first one's args)."""
     if not profiles:
         return
-    first = (profiles[0].get("plugins") or {}).get("queueSort")
-    sorters = [str(p["name"]) for p in _enabled(first)] or ["PrioritySort"]
-    first_args = _queue_sort_args(profiles[0], sorters)
+    first = _plugin_set_value((profiles[0].get("plugins") or {}).get("queueSort"))
+    sorter = first[0][0][0] if first[0] else None
+    first_args = next(
+        (e.get("args") for e in profiles[0].get("pluginConfig") or [] if e.get("name") == sorter),
+        None,
+    )
     for index, profile in enumerate(profiles[1:], start=1):
-        if (profile.get("plugins") or {}).get("queueSort") != first:
+        if _plugin_set_value((profile.get("plugins") or {}).get("queueSort")) != first:
             verdict.errors.append(
                 Problem(
                     f"spec.profiles[{index}].plugins.queueSort",
@@ -561,13 +396,19 @@ def _common_queue_sort(profiles: Sequence[Mapping[str, Any]], verdict: Verdict) 
                     "SchedulerProfile",
                 )
             )
-        elif _queue_sort_args(profile, sorters) != first_args:
-            verdict.errors.append(
-                Problem(
-                    f"spec.profiles[{index}].pluginConfig",
-                    "the queueSort plugin's args must be the same in every profile",
+        for entry in profile.get("pluginConfig") or []:
+            if (
+                sorter is not None
+                and entry.get("name") == sorter
+                and entry.get("args") != first_args
+            ):
+                verdict.errors.append(
+                    Problem(
+                        f"spec.profiles[{index}].pluginConfig",
+                        f"the args of the queueSort plugin {sorter} must be the first profile's "
+                        "in every profile: copy them",
+                    )
                 )
-            )
 
 
 @dataclass(frozen=True)
