@@ -562,3 +562,25 @@ def test_a_lock_another_schedulerprofile_elects_on_is_refused_until_it_is_free(
     # The holder moves to a lock of its own: the Lease is free.
     schedulerprofiles.patch("holder", {"spec": {"leaderElection": {"resourceName": "own-lock"}}})
     schedulerprofiles.wait_for("borrower", "Valid", "True")
+
+
+def test_an_official_image_of_a_minor_kubeherd_does_not_validate_for_is_refused(
+    schedulerprofiles: SchedulerProfiles, namespace: str, apps_v1: client.AppsV1Api
+) -> None:
+    schedulerprofiles.create(
+        scheduler_profile(
+            "older",
+            {"schedulerName": unique("older", namespace)},
+            image="registry.k8s.io/kube-scheduler:v1.33.4",
+        )
+    )
+
+    refused = schedulerprofiles.wait_for("older", "Valid", "False", "InvalidSpec")
+
+    message = condition(refused, "Valid")["message"]
+    assert "spec.image: kube-scheduler v1.33.4 is Kubernetes 1.33" in message
+    assert "validates configurations only for 1.37" in message
+    schedulerprofiles.wait_for_event("older", "InvalidSpec", "Kubernetes 1.33")
+    with pytest.raises(ApiException) as missing:
+        apps_v1.read_namespaced_deployment("older", namespace)
+    assert missing.value.status == 404

@@ -39,9 +39,11 @@ from kubeherd.scheduler.objects import (
     OWNER_UID_LABEL,
     Owner,
     is_custom_image,
+    official_release,
     owned_objects,
     scheduler_image,
 )
+from kubeherd.scheduler.plugins import version_problems
 from kubeherd.scheduler.status import Applied, Validity, build_status, lease_leader
 from kubeherd.scheduler.validation import (
     Claim,
@@ -230,6 +232,13 @@ class SchedulerProfileController:
             )
         for warning in verdict.warnings:
             self._warn_once(state, "UnverifiedPlugin", str(warning))
+        image = None
+        if verdict.valid:
+            # The checks are those of the minor kubeherd validates for: an official image of
+            # another minor has other plugins and args.
+            image = await self._image(state, spec)
+            if image is not None:
+                verdict.errors += version_problems(official_release(image))
         if not verdict.valid:
             message = verdict.summary()
             if state.applied.config_hash:
@@ -241,7 +250,6 @@ class SchedulerProfileController:
         state.validity = Validity(
             "True", "Valid", "the configuration passed kube-scheduler's checks"
         )
-        image = await self._image(state, spec)
         if image is None:
             return
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))

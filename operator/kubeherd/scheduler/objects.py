@@ -57,6 +57,12 @@ def is_custom_image(spec: Mapping[str, Any]) -> bool:
     return bool(image) and not str(image).startswith(f"{OFFICIAL_IMAGE}:")
 
 
+def official_release(image: str) -> str | None:
+    """The tag of an official kube-scheduler image (its Kubernetes release), else None."""
+    prefix = f"{OFFICIAL_IMAGE}:"
+    return image[len(prefix) :] if image.startswith(prefix) else None
+
+
 def static_config_dir(name: str) -> str:
     return f"/etc/kubernetes/{name}"
 
