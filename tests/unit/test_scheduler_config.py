@@ -22,6 +22,8 @@ def example_spec(name: str) -> dict[str, Any]:
 
 
 def test_the_lock_is_the_resource_own_lease_never_the_default_schedulers() -> None:
+    # Prefixed: a resource named like another component (kube-scheduler, cluster-autoscaler)
+    # must not elect on that component's Lease by default.
     rendered = render_configuration({"profiles": [{"schedulerName": "a"}]}, "extra", "ops")
 
     assert rendered["leaderElection"] == {
@@ -30,9 +32,14 @@ def test_the_lock_is_the_resource_own_lease_never_the_default_schedulers() -> No
         "renewDeadline": "10s",
         "retryPeriod": "2s",
         "resourceLock": "leases",
-        "resourceName": "extra",
+        "resourceName": "kubeherd-extra",
         "resourceNamespace": "ops",
     }
+    kube_scheduler = lease_lock({}, "kube-scheduler", "kube-system")
+    assert (kube_scheduler.name, kube_scheduler.namespace) == (
+        "kubeherd-kube-scheduler",
+        "kube-system",
+    )
 
 
 def test_a_lock_named_in_the_spec_is_used() -> None:

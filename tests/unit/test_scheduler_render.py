@@ -31,7 +31,8 @@ def test_the_configuration_names_the_resources_own_lease() -> None:
     (configuration,), warnings = rendered(EXAMPLES / "schedulerprofile-two-profiles.yaml")
 
     assert configuration["kind"] == "KubeSchedulerConfiguration"
-    assert configuration["leaderElection"]["resourceName"] == "two-profiles"  # type: ignore[index]
+    lock = configuration["leaderElection"]["resourceName"]  # type: ignore[index]
+    assert lock == "kubeherd-two-profiles"
     assert warnings == ""
 
 
@@ -42,11 +43,11 @@ def test_the_static_pod_reads_config_and_kubeconfig_from_the_host() -> None:
     assert isinstance(spec, dict)
     (container,) = spec["containers"]
     assert container["image"] == "registry.k8s.io/kube-scheduler:v1.37.2"
-    assert "--config=/etc/kubernetes/packing/config.yaml" in container["command"]
+    assert "--config=/etc/kubernetes/kubeherd/packing/config.yaml" in container["command"]
     assert "--secure-port=10260" in container["command"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert {v["hostPath"]["path"] for v in spec["volumes"]} == {
-        "/etc/kubernetes/packing",
+        "/etc/kubernetes/kubeherd/packing",
         "/etc/kubernetes/scheduler.conf",
     }
     assert spec["hostNetwork"] is True
@@ -121,7 +122,10 @@ def test_a_static_scheduler_on_the_clusters_own_lease_is_refused(tmp_path: Path)
                 "apiVersion": "kubeherd.io/v1alpha1",
                 "kind": "SchedulerProfile",
                 "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
-                "spec": {"profiles": [{"schedulerName": "second"}]},
+                "spec": {
+                    "profiles": [{"schedulerName": "second"}],
+                    "leaderElection": {"resourceName": "kube-scheduler"},
+                },
             }
         )
     )
