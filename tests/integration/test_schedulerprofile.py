@@ -67,12 +67,16 @@ def test_a_schedulerprofile_rolls_out_its_configuration_rbac_and_deployment(
 
     names = [p["schedulerName"] for p in manifest["spec"]["profiles"]]
     assert body["status"]["schedulerNames"] == ", ".join(names)
-    config_map = core_v1.read_namespaced_config_map("two-profiles-config", namespace)
+    config_hash = body["status"]["configHash"]
+    config_map = core_v1.read_namespaced_config_map(f"two-profiles-config-{config_hash}", namespace)
+    assert config_map.immutable is True
     configuration = yaml.safe_load(config_map.data[CONFIG_KEY])
     assert [p["schedulerName"] for p in configuration["profiles"]] == names
     lock = configuration["leaderElection"]
-    assert (lock["resourceNamespace"], lock["resourceName"]) == (namespace, "two-profiles")
-    config_hash = body["status"]["configHash"]
+    assert (lock["resourceNamespace"], lock["resourceName"]) == (
+        namespace,
+        "kubeherd-two-profiles",
+    )
     assert configuration_hash(config_map.data[CONFIG_KEY]) == config_hash
 
     deployment = apps_v1.read_namespaced_deployment("two-profiles", namespace)
@@ -111,9 +115,13 @@ def test_a_schedulerprofile_rolls_out_its_configuration_rbac_and_deployment(
     lease_role = rbac.read_namespaced_role(f"{prefix}:leader-election", namespace)
     assert [(r.verbs, r.resource_names) for r in lease_role.rules] == [
         (["create"], None),
-        (["get", "update"], ["two-profiles"]),
+        (["get", "update"], ["kubeherd-two-profiles"]),
     ]
-    assert len(owned_by_uid(api_client, uid)) == 8
+    policy = client.NetworkingV1Api(api_client).read_namespaced_network_policy(
+        "two-profiles", namespace
+    )
+    assert policy.spec.pod_selector.match_labels == template.metadata.labels
+    assert len(owned_by_uid(api_client, uid)) == 9
     created = {e.message for e in schedulerprofiles.events("two-profiles", "Created")}
     assert f"created Deployment {namespace}/two-profiles" in created
     assert f"created ClusterRoleBinding {prefix}:kube-scheduler" in created
@@ -291,7 +299,7 @@ def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_r
     schedulerprofiles.wait_for_event("edited", "Updated", f"rolling to configuration {second_hash}")
     running = start_scheduler("edited")
     eventually(running.leads, what="the scheduler to lead")
-    config_version = core_v1.read_namespaced_config_map("edited-config", namespace)
+    config_version = core_v1.read_namespaced_config_map(f"edited-config-{second_hash}", namespace)
     config_version = config_version.metadata.resource_version
 
     unknown_plugin = {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}
@@ -309,7 +317,7 @@ def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_r
     wait_briefly(3)
     after = apps_v1.read_namespaced_deployment("edited", namespace)
     assert after.metadata.resource_version == deployment.metadata.resource_version
-    config_map = core_v1.read_namespaced_config_map("edited-config", namespace)
+    config_map = core_v1.read_namespaced_config_map(f"edited-config-{second_hash}", namespace)
     assert config_map.metadata.resource_version == config_version
     assert schedulerprofiles.get("edited")["status"]["configHash"] == second_hash
     assert running.running()
@@ -333,7 +341,7 @@ def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_i
     made = owned_by_uid(api_client, body["metadata"]["uid"])
     assert f"Role {other_namespace}/kubeherd:{namespace}:doomed:leader-election" in made
     assert f"ClusterRoleBinding /kubeherd:{namespace}:doomed:kube-scheduler" in made
-    assert len(made) == 8
+    assert len(made) == 9
     # The lock moves home: its Role and RoleBinding follow, none is left behind.
     schedulerprofiles.patch("doomed", {"spec": {"leaderElection": {"resourceNamespace": None}}})
     at_home = {
@@ -343,7 +351,8 @@ def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_i
 
     def moved() -> list[str] | None:
         found = owned_by_uid(api_client, body["metadata"]["uid"])
-        return found if at_home <= set(found) and len(found) == 8 else None
+        # Ten: the old ReplicaSet keeps its configuration's ConfigMap beside the new one.
+        return found if at_home <= set(found) and len(found) == 10 else None
 
     after_move = eventually(moved, what="the lease Role and RoleBinding at home only")
     assert not [item for item in after_move if other_namespace in item]
@@ -484,7 +493,7 @@ def test_an_operator_restart_writes_nothing(
 
     wait_briefly(2)
     before = versions()
-    assert len(before) == 10
+    assert len(before) == 11
 
     operator.stop()
     operator.start()
@@ -496,8 +505,12 @@ def test_an_operator_restart_writes_nothing(
 @pytest.mark.parametrize(
     ("name", "where", "election"),
     [
-        # Named like the cluster's own scheduler, in kube-system: its default lock is that one.
-        ("kube-scheduler", "kube-system", {"leaderElect": True}),
+        # Named like the cluster's own scheduler, in kube-system, naming its Lease.
+        (
+            "kube-scheduler",
+            "kube-system",
+            {"leaderElect": True, "resourceName": "kube-scheduler"},
+        ),
         # Any name, pointing its lock at the controller manager's Lease.
         (
             "borrower",

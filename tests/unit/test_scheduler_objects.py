@@ -219,6 +219,11 @@ def test_standbys_spread_over_nodes_surely_and_over_zones_if_they_can() -> None:
         assert constraint["labelSelector"] == {"matchLabels": pod["metadata"]["labels"]}
         # Per ReplicaSet: a rollout's new pods spread among themselves.
         assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+        # A node the pods may not use is no domain: one eligible node takes every replica.
+        assert (constraint["nodeAffinityPolicy"], constraint["nodeTaintsPolicy"]) == (
+            "Honor",
+            "Honor",
+        )
 
 
 def test_standbys_get_a_budget_that_lets_a_drain_evict_one_scheduler_at_a_time() -> None:

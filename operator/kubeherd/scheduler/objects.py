@@ -315,7 +315,9 @@ def spread_constraints(owner: Owner) -> list[dict[str, Any]]:
     """Standby schedulers on other nodes: losing one node (a drain, a crash) must not stop
     scheduling. Required across nodes, as the point of a standby is another node; preferred
     across zones, which small clusters do not have. Counted per ReplicaSet (pod-template-hash),
-    so a rollout's new pods spread among themselves rather than around the old ones."""
+    so a rollout's new pods spread among themselves rather than around the old ones. Only the
+    nodes the pods may use count (nodeSelector and taints honoured): on a single eligible node
+    every replica still fits, rather than one waiting for a node that cannot take it."""
     selector = {"matchLabels": selector_labels(owner)}
 
     def constraint(key: str, when_unsatisfiable: str) -> dict[str, Any]:
@@ -325,6 +327,8 @@ def spread_constraints(owner: Owner) -> list[dict[str, Any]]:
             "whenUnsatisfiable": when_unsatisfiable,
             "labelSelector": selector,
             "matchLabelKeys": ["pod-template-hash"],
+            "nodeAffinityPolicy": "Honor",
+            "nodeTaintsPolicy": "Honor",
         }
 
     return [constraint(HOSTNAME_KEY, "DoNotSchedule"), constraint(ZONE_KEY, "ScheduleAnyway")]
