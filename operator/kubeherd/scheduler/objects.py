@@ -92,17 +92,19 @@ def static_pod(
     version: str = KUBE_SCHEDULER_VERSION,
     *,
     port: int = STATIC_POD_PORT,
+    kubeconfig: str = STATIC_POD_KUBECONFIG,
 ) -> dict[str, Any]:
     """A kube-scheduler static Pod for a kubeadm control-plane node's /etc/kubernetes/manifests.
     It reads its configuration from /etc/kubernetes/kubeherd/<name>/config.yaml and logs in with
-    the node's scheduler.conf, both from the host. `version` should be the node's Kubernetes
-    release (the caller asks for it: a static pod has no API server to read it from)."""
+    the node's `kubeconfig` (scheduler.conf), both from the host. `version` should be the node's
+    Kubernetes release (the caller asks for it: a static pod has no API server to read it
+    from)."""
     config_dir = static_config_dir(name)
     command = [
         *(spec.get("command") or ["kube-scheduler"]),
         f"--config={config_dir}/config.yaml",
-        f"--authentication-kubeconfig={STATIC_POD_KUBECONFIG}",
-        f"--authorization-kubeconfig={STATIC_POD_KUBECONFIG}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
     ]
@@ -121,7 +123,7 @@ def static_pod(
         "readinessProbe": _probe("/readyz", port, periodSeconds=1, failureThreshold=3),
         "volumeMounts": [
             {"name": "config", "mountPath": config_dir, "readOnly": True},
-            {"name": "kubeconfig", "mountPath": STATIC_POD_KUBECONFIG, "readOnly": True},
+            {"name": "kubeconfig", "mountPath": kubeconfig, "readOnly": True},
         ],
     }
     return {
@@ -144,7 +146,7 @@ def static_pod(
                 },
                 {
                     "name": "kubeconfig",
-                    "hostPath": {"path": STATIC_POD_KUBECONFIG, "type": "FileOrCreate"},
+                    "hostPath": {"path": kubeconfig, "type": "FileOrCreate"},
                 },
             ],
         },

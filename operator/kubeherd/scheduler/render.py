@@ -17,11 +17,13 @@ from kubeherd.api.schedulerprofile import SchedulerProfile
 from kubeherd.scheduler.config import configuration_yaml, lease_lock, render_configuration
 from kubeherd.scheduler.objects import (
     STATIC_POD_KUBECONFIG,
+    STATIC_POD_PORT,
     is_custom_image,
     static_config_dir,
     static_pod,
 )
 from kubeherd.scheduler.validation import lock_problems, validate_spec
+from kubeherd.scheduler.versions import release_version
 
 
 class RenderError(Exception):
@@ -50,7 +52,16 @@ def load_profiles(path: Path) -> list[dict[str, Any]]:
     return loaded
 
 
-def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: TextIO) -> None:
+def render(
+    path: Path,
+    *,
+    static: bool,
+    kubeconfig: str,
+    out: TextIO,
+    warn: TextIO,
+    kubernetes_version: str = "",
+    port: int = STATIC_POD_PORT,
+) -> None:
     for profile in load_profiles(path):
         metadata = profile.get("metadata") or {}
         name = str(metadata.get("name") or "")
@@ -65,16 +76,37 @@ def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: Text
         for problem in verdict.warnings:
             warn.write(f"warning: {problem}\n")
         if static:
+            version = _static_pod_version(spec, kubernetes_version, kubeconfig)
             out.write(
                 f"# kube-scheduler {name} as a static Pod: save this in the node's "
                 "/etc/kubernetes/manifests/,\n"
                 f"# and its configuration in {static_config_dir(name)}/config.yaml:\n"
                 f"#   kubeherd render schedulerprofile -f {path} "
-                f"--kubeconfig {STATIC_POD_KUBECONFIG}\n"
+                f"--kubeconfig {kubeconfig}\n"
                 "# With leader election, the node's system:kube-scheduler user also needs "
                 "get and update on its Lease.\n"
             )
-            out.write(yaml.safe_dump(static_pod(spec, name), sort_keys=False))
+            pod = static_pod(spec, name, version, port=port, kubeconfig=kubeconfig)
+            out.write(yaml.safe_dump(pod, sort_keys=False))
         else:
             out.write(configuration_yaml(render_configuration(spec, name, namespace, kubeconfig)))
         out.write("---\n")
+
+
+def _static_pod_version(spec: dict[str, Any], kubernetes_version: str, kubeconfig: str) -> str:
+    """The release whose official image the static Pod runs; the checks a static Pod needs
+    because nothing corrects it later."""
+    if not kubeconfig:
+        raise RenderError(
+            "a static Pod has no service account to log in with: give --kubeconfig (the "
+            f"node's scheduler kubeconfig, {STATIC_POD_KUBECONFIG} on kubeadm)"
+        )
+    release = release_version(kubernetes_version) if kubernetes_version else None
+    if kubernetes_version and release is None:
+        raise RenderError(f"--kubernetes-version {kubernetes_version!r} names no release")
+    if release is None and not spec.get("image"):
+        raise RenderError(
+            "give --kubernetes-version (the node's, as `kubelet --version` prints it) or "
+            "spec.image: the scheduler must match the node's control plane"
+        )
+    return release or ""
