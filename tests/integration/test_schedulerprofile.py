@@ -224,7 +224,6 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
     schedulerprofiles: SchedulerProfiles,
     start_scheduler: StartScheduler,
     namespace: str,
-    other_namespace: str,
     core_v1: client.CoreV1Api,
     api_client: client.ApiClient,
 ) -> None:
@@ -235,7 +234,6 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
         "renewDeadline": "3s",
         "retryPeriod": "1s",
         "resourceName": "elected-lock",
-        "resourceNamespace": other_namespace,
     }
     schedulerprofiles.create(
         scheduler_profile(
@@ -245,7 +243,7 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
     rolled_out(schedulerprofiles, "elected")
     rbac = client.RbacAuthorizationV1Api(api_client)
     lease_role = f"kubeherd:{namespace}:elected:leader-election"
-    assert rbac.read_namespaced_role(lease_role, other_namespace).rules[1].resource_names == [
+    assert rbac.read_namespaced_role(lease_role, namespace).rules[1].resource_names == [
         "elected-lock"
     ]
 
@@ -254,12 +252,12 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
 
     def holder() -> str | None:
         try:
-            lease = leases.read_namespaced_lease("elected-lock", other_namespace)
+            lease = leases.read_namespaced_lease("elected-lock", namespace)
         except ApiException:
             return None
         return lease.spec.holder_identity or None
 
-    first_holder = eventually(holder, what=f"a holder of Lease {other_namespace}/elected-lock")
+    first_holder = eventually(holder, what=f"a holder of Lease {namespace}/elected-lock")
     wait_briefly(3)
     leaders = [s for s in schedulers if s.leads()]
     assert len(leaders) == 1
@@ -328,10 +326,9 @@ def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_r
 def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_included(
     schedulerprofiles: SchedulerProfiles,
     namespace: str,
-    other_namespace: str,
     api_client: client.ApiClient,
 ) -> None:
-    election = {"resourceName": "lock", "resourceNamespace": other_namespace}
+    election = {"resourceName": "lock"}
     body = schedulerprofiles.create(
         scheduler_profile(
             "doomed", {"schedulerName": unique("doomed", namespace)}, leaderElection=election
@@ -339,28 +336,39 @@ def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_i
     )
     rolled_out(schedulerprofiles, "doomed")
     made = owned_by_uid(api_client, body["metadata"]["uid"])
-    assert f"Role {other_namespace}/kubeherd:{namespace}:doomed:leader-election" in made
+    assert f"Role {namespace}/kubeherd:{namespace}:doomed:leader-election" in made
     assert f"ClusterRoleBinding /kubeherd:{namespace}:doomed:kube-scheduler" in made
+    assert f"RoleBinding kube-system/kubeherd:{namespace}:doomed:authentication-reader" in made
     assert len(made) == 9
-    # The lock moves home: its Role and RoleBinding follow, none is left behind.
-    schedulerprofiles.patch("doomed", {"spec": {"leaderElection": {"resourceNamespace": None}}})
-    at_home = {
-        f"{kind} {namespace}/kubeherd:{namespace}:doomed:leader-election"
-        for kind in ("Role", "RoleBinding")
-    }
-
-    def moved() -> list[str] | None:
-        found = owned_by_uid(api_client, body["metadata"]["uid"])
-        # Ten: the old ReplicaSet keeps its configuration's ConfigMap beside the new one.
-        return found if at_home <= set(found) and len(found) == 10 else None
-
-    after_move = eventually(moved, what="the lease Role and RoleBinding at home only")
-    assert not [item for item in after_move if other_namespace in item]
 
     schedulerprofiles.delete("doomed")
     schedulerprofiles.wait_until_gone("doomed")
 
     assert owned_by_uid(api_client, body["metadata"]["uid"]) == []
+
+
+def test_a_lock_in_another_namespace_is_refused_and_nothing_runs(
+    schedulerprofiles: SchedulerProfiles,
+    namespace: str,
+    other_namespace: str,
+    api_client: client.ApiClient,
+) -> None:
+    # Its scheduler would get update rights on a Lease of a namespace its creator may not own.
+    election = {"resourceName": "lock", "resourceNamespace": other_namespace}
+    body = schedulerprofiles.create(
+        scheduler_profile(
+            "reaching", {"schedulerName": unique("reaching", namespace)}, leaderElection=election
+        )
+    )
+
+    refused = schedulerprofiles.wait_for("reaching", "Valid", "False")
+
+    message = condition(refused, "Valid")["message"]
+    assert "spec.leaderElection.resourceNamespace: the Lease must be in" in message
+    assert f"own namespace {namespace}, not {other_namespace}" in message
+    assert owned_by_uid(api_client, body["metadata"]["uid"]) == []
+    schedulerprofiles.patch("reaching", {"spec": {"leaderElection": {"resourceNamespace": None}}})
+    rolled_out(schedulerprofiles, "reaching")
 
 
 def test_a_scheduler_name_another_schedulerprofile_has_is_refused_until_it_is_free(

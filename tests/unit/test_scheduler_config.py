@@ -9,6 +9,7 @@ import yaml
 from kubeherd.scheduler.config import (
     configuration_hash,
     configuration_yaml,
+    foreign_lock_namespace,
     lease_lock,
     render_configuration,
 )
@@ -48,6 +49,17 @@ def test_a_lock_named_in_the_spec_is_used() -> None:
     lock = lease_lock(spec, "extra", "ops")
 
     assert (lock.name, lock.namespace) == ("lock", "locks")
+
+
+def test_a_lock_outside_the_resources_namespace_is_refused() -> None:
+    def election(**fields: str) -> dict[str, Any]:
+        return {"leaderElection": fields}
+
+    assert foreign_lock_namespace({}, "ops") == ""
+    assert foreign_lock_namespace(election(resourceName="lock"), "ops") == ""
+    assert foreign_lock_namespace(election(resourceNamespace="ops"), "ops") == ""
+    message = foreign_lock_namespace(election(resourceNamespace="cert-manager"), "ops")
+    assert message.startswith("the Lease must be in the SchedulerProfile's own namespace ops")
 
 
 def test_the_two_profile_example_renders_both_profiles_with_scoring_off_in_one() -> None:

@@ -174,7 +174,8 @@ class LeaderElection(Model):
     resource_namespace: str | None = Field(
         default=None,
         max_length=63,
-        description="The Lease's namespace; default: the SchedulerProfile's namespace.",
+        description="The Lease's namespace: the SchedulerProfile's own (any other is refused: "
+        "its scheduler gets rights on the Lease, which must not reach another namespace).",
     )
 
 

@@ -48,6 +48,22 @@ def lease_lock(spec: Mapping[str, Any], name: str, namespace: str) -> Lock:
     )
 
 
+def foreign_lock_namespace(spec: Mapping[str, Any], namespace: str) -> str:
+    """Why the spec's lock may not be where it says, or "". kubeherd grants the scheduler
+    create, get and update on its Lease: a lock in another namespace would let whoever may
+    create a SchedulerProfile in one namespace take any Lease of another (an operator's leader
+    election, say) and make its holder stand by."""
+    election = spec.get("leaderElection") or {}
+    elsewhere = election.get("resourceNamespace")
+    if not elsewhere or elsewhere == namespace:
+        return ""
+    return (
+        f"the Lease must be in the SchedulerProfile's own namespace {namespace}, not "
+        f"{elsewhere}: its scheduler gets rights on that Lease, which must not reach another "
+        "namespace (leave resourceNamespace out)"
+    )
+
+
 def _plugin_set(written: Mapping[str, Any]) -> dict[str, Any]:
     rendered: dict[str, Any] = {}
     for key in ("enabled", "disabled"):

@@ -35,6 +35,7 @@ from kubeherd.scheduler.config import (
     Lock,
     configuration_hash,
     configuration_yaml,
+    foreign_lock_namespace,
     lease_lock,
     render_configuration,
 )
@@ -257,6 +258,8 @@ class SchedulerProfileController:
         taken = names_taken_before(self.claims.claims(), claims_of(body))
         verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
         verdict.errors += lock_problems(state.lock)
+        if elsewhere := foreign_lock_namespace(spec, owner.namespace):
+            verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
         lock_holder = taken.get(lease_claim(state.lock))
         if lock_holder:
             verdict.errors.append(

@@ -14,7 +14,12 @@ import pydantic
 import yaml
 
 from kubeherd.api.schedulerprofile import SchedulerProfile
-from kubeherd.scheduler.config import configuration_yaml, lease_lock, render_configuration
+from kubeherd.scheduler.config import (
+    configuration_yaml,
+    foreign_lock_namespace,
+    lease_lock,
+    render_configuration,
+)
 from kubeherd.scheduler.objects import (
     STATIC_POD_KUBECONFIG,
     STATIC_POD_PORT,
@@ -22,7 +27,7 @@ from kubeherd.scheduler.objects import (
     static_config_dir,
     static_pod,
 )
-from kubeherd.scheduler.validation import lock_problems, validate_spec
+from kubeherd.scheduler.validation import Problem, lock_problems, validate_spec
 from kubeherd.scheduler.versions import release_version
 
 
@@ -71,6 +76,8 @@ def render(
         verdict = validate_spec(spec, custom_image=is_custom_image(spec))
         namespace = str(metadata.get("namespace") or "default")
         verdict.errors += lock_problems(lease_lock(spec, name, namespace))
+        if elsewhere := foreign_lock_namespace(spec, namespace):
+            verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
         if not verdict.valid:
             raise RenderError(f"SchedulerProfile {name} is invalid: {verdict.summary()}")
         for problem in verdict.warnings:
