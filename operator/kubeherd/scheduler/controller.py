@@ -122,6 +122,8 @@ class ProfileState:
         default_factory=lambda: Validity("Unknown", "Validating", "not checked yet")
     )
     applied: Applied = field(default_factory=Applied)
+    # The configuration the spec renders to, once rendered (its ConfigMap is kept).
+    rendered_hash: str = ""
     # What every scheduler pod runs (the status's configHash and schedulerNames).
     running: Running = field(default_factory=Running)
     # The Lease holder last looked up, and whether it is one of this resource's pods.
@@ -288,6 +290,7 @@ class SchedulerProfileController:
             return
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))
         config_hash = configuration_hash(text)
+        state.rendered_hash = config_hash
         desired = owned_objects(
             spec,
             owner,
@@ -412,8 +415,8 @@ class SchedulerProfileController:
             (item.get("spec") or {}).get("template") or {} for item in [deployment, *replica_sets]
         ]
         in_use = config_maps_in_use(templates)
-        if state.applied.config_hash:
-            in_use.add(owner.config_map(state.applied.config_hash))
+        # The spec's, even before the Deployment names it (its apply may have failed).
+        in_use |= {owner.config_map(h) for h in (state.applied.config_hash, state.rendered_hash)}
         for existing in await self._labelled(CONFIG_MAP, owner, owner.namespace):
             if existing["metadata"]["name"] not in in_use:
                 await self._delete(state, CONFIG_MAP, existing)
