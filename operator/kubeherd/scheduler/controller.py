@@ -172,12 +172,9 @@ class SchedulerProfileController:
         key = (metadata["namespace"], metadata["name"])
         state = self._states.get(key)
         if state is None:
-            running = _running_from(body.get("status") or {})
-            state = ProfileState(
-                body=body,
-                applied=Applied(running.config_hash, running.scheduler_names),
-                running=running,
-            )
+            # What was applied before a restart is known again once the spec is converged
+            # (at the first pass); what runs, the status says.
+            state = ProfileState(body=body, running=_running_from(body.get("status") or {}))
             self._states[key] = state
             state.task = asyncio.get_running_loop().create_task(self._run(key, state))
             return
