@@ -283,3 +283,19 @@ def test_a_name_longer_than_a_label_value_is_refused_at_apply(
     assert refused.value.status == 422
     assert "metadata.name must be at most 63 characters" in str(refused.value.body)
     schedulerprofiles.created.clear()
+
+
+def test_a_scheduler_without_leader_election_is_available_once_its_pod_is_ready(
+    schedulerprofiles: SchedulerProfiles, namespace: str
+) -> None:
+    schedulerprofiles.create(
+        scheduler_profile(
+            "alone",
+            {"schedulerName": unique("a", namespace)},
+            leaderElection={"leaderElect": False},
+        )
+    )
+
+    body = schedulerprofiles.wait_for("alone", "Available", "True", "Scheduling")
+
+    assert body["status"]["leader"] == ""

@@ -63,6 +63,7 @@ def status_of(deployment: dict[str, Any] | None, leader: str = "node_1234", **kw
         lock="ops/fast",
         now="2026-11-23T10:00:05Z",
         leader_is_ours=kw.get("leader_is_ours", True),
+        elects=kw.get("elects", True),
     )
 
 
@@ -203,3 +204,13 @@ def test_the_holders_hostname_is_what_comes_before_kube_schedulers_uuid() -> Non
     assert holder_hostname("fast-7d9c8b7f6-x2x9z_8b1c2d3e-aaaa-bbbb") == "fast-7d9c8b7f6-x2x9z"
     assert holder_hostname("a_b_c") == "a_b"
     assert holder_hostname("plain") == "plain"
+
+
+def test_a_scheduler_without_leader_election_is_available_once_ready() -> None:
+    status = status_of(a_deployment(), leader="", elects=False)
+
+    assert conditions(status)["Available"] == ("True", "Scheduling")
+    assert conditions(status_of(a_deployment(ready=0), leader="", elects=False))["Available"] == (
+        "False",
+        "NoReadyScheduler",
+    )

@@ -470,6 +470,7 @@ class SchedulerProfileController:
 
     async def _report(self, state: ProfileState) -> None:
         owner, lock = state.owner, state.lock
+        spec: Mapping[str, Any] = state.body.get("spec") or {}
         deployment = await self._own_deployment(owner)
         await self._follow_rollout(state, deployment)
         rolled_out = state.applied.config_hash and state.handled_generation is not None
@@ -491,6 +492,7 @@ class SchedulerProfileController:
             lock=f"{lock.namespace}/{lock.name}",
             now=now_iso(),
             leader_is_ours=await self._is_own_pod(state, leader) if leader else True,
+            elects=bool((spec.get("leaderElection") or {}).get("leaderElect", True)),
         )
         if not status_changed(previous, status):
             return

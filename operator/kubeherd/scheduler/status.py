@@ -98,7 +98,12 @@ def _deployment_condition(deployment: Mapping[str, Any], type_: str) -> Mapping[
 
 
 def available(
-    deployment: Mapping[str, Any] | None, leader: str, lock: str, *, leader_is_ours: bool = True
+    deployment: Mapping[str, Any] | None,
+    leader: str,
+    lock: str,
+    *,
+    leader_is_ours: bool = True,
+    elects: bool = True,
 ) -> tuple[str, str, str]:
     if deployment is None:
         return ("False", "NotDeployed", "the scheduler Deployment does not exist yet")
@@ -109,6 +114,9 @@ def available(
         return ("False", "ScaledToZero", "spec.replicas is 0: no scheduler runs")
     if ready == 0:
         return ("False", "NoReadyScheduler", f"0 of {wanted} scheduler pods are ready")
+    if not elects:
+        # One replica (the CRD allows no more without election) schedules on its own.
+        return ("True", "Scheduling", f"{ready} of {wanted} scheduler pods are ready")
     if not leader:
         return (
             "False",
@@ -181,6 +189,7 @@ def build_status(
     lock: str,
     now: str,
     leader_is_ours: bool = True,
+    elects: bool = True,
 ) -> dict[str, Any]:
     before = conditions_by_type(previous)
     deployment_status = (deployment or {}).get("status") or {}
@@ -202,7 +211,7 @@ def build_status(
             condition(
                 before,
                 "Available",
-                *available(deployment, leader, lock, leader_is_ours=leader_is_ours),
+                *available(deployment, leader, lock, leader_is_ours=leader_is_ours, elects=elects),
                 generation,
                 now,
             ),
