@@ -127,6 +127,7 @@ def test_rollout_undo_brings_back_the_old_template_with_its_own_configuration(
         f"configuration {first}, not the spec's {second}"
         in condition(body, "Progressing")["message"]
     )
+    schedulerprofiles.wait_for_event("undone", "RolledBack", f"configuration {first}")
     eventually(
         lambda: schedulerprofiles.get("undone")["status"]["configHash"] == first or None,
         what="the status to name the configuration the undo brought back",

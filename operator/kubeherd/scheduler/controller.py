@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
-from kubeherd.meta import involved_object, now_iso, status_changed
+from kubeherd.meta import conditions_by_type, involved_object, now_iso, status_changed
 from kubeherd.scheduler.config import (
     Lock,
     configuration_hash,
@@ -497,6 +497,7 @@ class SchedulerProfileController:
         if not status_changed(previous, status):
             return
         self._report_leader(state, previous.get("leader") or "", leader, lock)
+        self._report_rollback(previous, status, state)
         outcome = await self.kube.patch_status(PLURAL, owner.namespace, owner.name, status)
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
@@ -548,6 +549,15 @@ class SchedulerProfileController:
             )
             state.holder_checked = (holder, ours)
         return state.holder_checked[1]
+
+    def _report_rollback(
+        self, previous: Mapping[str, Any], status: Mapping[str, Any], state: ProfileState
+    ) -> None:
+        """One event when the Deployment stops running the spec's template (rollout undo)."""
+        before = conditions_by_type(previous).get("Progressing", {}).get("reason")
+        after = conditions_by_type(status).get("Progressing", {})
+        if after.get("reason") == "RolledBack" and before != "RolledBack":
+            self._event(state, "Normal", "RolledBack", str(after.get("message") or ""))
 
     def _report_leader(self, state: ProfileState, before: str, after: str, lock: Lock) -> None:
         if before == after:
