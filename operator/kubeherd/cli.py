@@ -138,6 +138,8 @@ def _render(options: argparse.Namespace) -> int:
             kubeconfig=options.kubeconfig,
             out=sys.stdout,
             warn=sys.stderr,
+            kubernetes_version=options.kubernetes_version,
+            port=options.port,
         )
     except RenderError as error:
         sys.stderr.write(f"error: {error}\n")
@@ -165,7 +167,21 @@ def _add_render(commands: Any) -> None:
         "--kubeconfig",
         default="",
         help="clientConnection.kubeconfig in the configuration; default: the pod's service "
-        "account (use /etc/kubernetes/scheduler.conf with --static-pod's Pod)",
+        "account. Required with --static-pod (the node's /etc/kubernetes/scheduler.conf), "
+        "and the same for the configuration of that Pod",
+    )
+    profile.add_argument(
+        "--kubernetes-version",
+        default="",
+        help="with --static-pod: the node's Kubernetes version (kubelet --version), whose "
+        "official kube-scheduler image the Pod runs; required unless spec.image is set",
+    )
+    profile.add_argument(
+        "--port",
+        type=int,
+        default=10260,
+        help="with --static-pod: the secure port in the host's network; one per static "
+        "scheduler on a node (the node's own kube-scheduler has 10259)",
     )
     render.set_defaults(handler=_render)
 

@@ -9,8 +9,9 @@ from kubernetes import client
 
 from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
+from tests.helpers import eventually
 from tests.integration.daemonsets import DaemonSets
-from tests.integration.schedulers import LocalScheduler, SchedulerProfiles
+from tests.integration.schedulers import LocalScheduler, SchedulerProfiles, scheduler_pods
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +48,16 @@ def start_scheduler(
     """Start kube-scheduler processes for a SchedulerProfile of the test; all stop at the end."""
     started: list[LocalScheduler] = []
 
-    def start(profile: str, *, ready: bool = True) -> LocalScheduler:
+    def start(profile: str, *, ready: bool = True, pod: str | None = None) -> LocalScheduler:
+        """As `pod`; default: one of the Deployment's pods that no scheduler stands in for."""
+        if pod is None:
+            taken = {s.pod for s in started if s.profile == profile}
+
+            def free_pod() -> str | None:
+                pods = scheduler_pods(core_v1, namespace, profile)
+                return next((name for name in pods if name not in taken), None)
+
+            pod = eventually(free_pod, what=f"a pod of {profile} to stand in for")
         scheduler = LocalScheduler(
             binaries.path("kube-scheduler"),
             local_cluster,
@@ -55,6 +65,7 @@ def start_scheduler(
             local_cluster.logs / namespace,
             namespace=namespace,
             profile=profile,
+            pod=pod,
         )
         started.append(scheduler)
         return scheduler.start(wait_until_ready=ready)

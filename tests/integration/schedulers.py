@@ -2,13 +2,17 @@
 
 kwok runs no containers, so the scheduler Deployment's pods never schedule anything here. A test
 runs the built kube-scheduler instead, exactly as a Deployment pod would: the configuration from
-the ConfigMap kubeherd wrote, and the identity of the ServiceAccount kubeherd made (a token from
-the TokenRequest API). Its RBAC and its leader election are therefore the real ones.
+the ConfigMap the Deployment's template mounts, the identity of the ServiceAccount kubeherd made
+(a token from the TokenRequest API), and the hostname of one of the Deployment's (kwok) pods, in
+a UTS namespace of its own: kube-scheduler's Lease identity is `<hostname>_<uuid>`, which is how
+kubeherd tells its own pods from another holder. Its RBAC and its leader election are therefore
+the real ones.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import signal
 import ssl
 import subprocess
@@ -149,6 +153,10 @@ def owned_versions(api_client: client.ApiClient, uid: str) -> dict[str, str]:
     selector = f"{OWNER_UID_LABEL}={uid}"
     listings = {
         "ConfigMap": core.list_config_map_for_all_namespaces,
+        "PodDisruptionBudget": client.PolicyV1Api(
+            api_client
+        ).list_pod_disruption_budget_for_all_namespaces,
+        "NetworkPolicy": client.NetworkingV1Api(api_client).list_network_policy_for_all_namespaces,
         "ServiceAccount": core.list_service_account_for_all_namespaces,
         "Deployment": apps.list_deployment_for_all_namespaces,
         "Role": rbac.list_role_for_all_namespaces,
@@ -181,8 +189,10 @@ class LocalScheduler:
         *,
         namespace: str,
         profile: str,
+        pod: str,
     ) -> None:
         self.binary = binary
+        self.pod = pod
         self.cluster = cluster
         self.core = core
         self.folder = folder
@@ -195,7 +205,10 @@ class LocalScheduler:
     def _configuration(self, kubeconfig: Path) -> Path:
         """The ConfigMap's configuration, with the kubeconfig file in place of the in-cluster
         service account."""
-        config_map = self.core.read_namespaced_config_map(f"{self.profile}-config", self.namespace)
+        apps = client.AppsV1Api(self.core.api_client)
+        template = apps.read_namespaced_deployment(self.profile, self.namespace).spec.template
+        (volume,) = (v for v in template.spec.volumes if v.config_map is not None)
+        config_map = self.core.read_namespaced_config_map(volume.config_map.name, self.namespace)
         configuration = yaml.safe_load(config_map.data[CONFIG_KEY])
         assert configuration["clientConnection"] == {"kubeconfig": ""}
         configuration["clientConnection"]["kubeconfig"] = str(kubeconfig)
@@ -208,7 +221,12 @@ class LocalScheduler:
         kubeconfig = service_account_kubeconfig(
             self.cluster, self.core, self.namespace, self.profile, self.folder
         )
+        # The pod's hostname (its name), as the kubelet gives it: in a UTS namespace of its own.
+        as_root = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        hostname = ["unshare", *as_root, "--uts", "sh", "-c", 'hostname "$0" && exec "$@"']
         command = [
+            *hostname,
+            self.pod,
             str(self.binary),
             f"--config={self._configuration(kubeconfig)}",
             f"--authentication-kubeconfig={kubeconfig}",
@@ -241,6 +259,10 @@ class LocalScheduler:
 
     def leads(self) -> bool:
         return "Successfully acquired lease" in self.log_text()
+
+    def identity_prefix(self) -> str:
+        """The start of its Lease holder identity."""
+        return f"{self.pod}_"
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -286,3 +308,11 @@ def scheduled_by(core: client.CoreV1Api, namespace: str, pod: str) -> str:
 def wait_briefly(seconds: float) -> None:
     """For asserting that something does *not* happen: there is no event to wait for."""
     time.sleep(seconds)
+
+
+def scheduler_pods(core: client.CoreV1Api, namespace: str, profile: str) -> list[str]:
+    """The names of a SchedulerProfile's scheduler pods (kwok's), oldest first."""
+    selector = f"app.kubernetes.io/name=kube-scheduler,app.kubernetes.io/instance={profile}"
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    live = [p for p in pods if p.metadata.deletion_timestamp is None]
+    return [p.metadata.name for p in sorted(live, key=lambda p: p.metadata.creation_timestamp)]

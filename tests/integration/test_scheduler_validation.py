@@ -458,6 +458,8 @@ def test_the_static_pod_is_a_pod_the_api_server_accepts(kubectl: Kubectl) -> Non
             "-f",
             str(REPO / "examples" / "schedulerprofile-packing.yaml"),
             "--static-pod",
+            "--kubeconfig=/etc/kubernetes/scheduler.conf",
+            "--kubernetes-version=v1.37.2",
         ],
         capture_output=True,
         text=True,

@@ -67,12 +67,16 @@ def test_a_schedulerprofile_rolls_out_its_configuration_rbac_and_deployment(
 
     names = [p["schedulerName"] for p in manifest["spec"]["profiles"]]
     assert body["status"]["schedulerNames"] == ", ".join(names)
-    config_map = core_v1.read_namespaced_config_map("two-profiles-config", namespace)
+    config_hash = body["status"]["configHash"]
+    config_map = core_v1.read_namespaced_config_map(f"two-profiles-config-{config_hash}", namespace)
+    assert config_map.immutable is True
     configuration = yaml.safe_load(config_map.data[CONFIG_KEY])
     assert [p["schedulerName"] for p in configuration["profiles"]] == names
     lock = configuration["leaderElection"]
-    assert (lock["resourceNamespace"], lock["resourceName"]) == (namespace, "two-profiles")
-    config_hash = body["status"]["configHash"]
+    assert (lock["resourceNamespace"], lock["resourceName"]) == (
+        namespace,
+        "kubeherd-two-profiles",
+    )
     assert configuration_hash(config_map.data[CONFIG_KEY]) == config_hash
 
     deployment = apps_v1.read_namespaced_deployment("two-profiles", namespace)
@@ -111,9 +115,13 @@ def test_a_schedulerprofile_rolls_out_its_configuration_rbac_and_deployment(
     lease_role = rbac.read_namespaced_role(f"{prefix}:leader-election", namespace)
     assert [(r.verbs, r.resource_names) for r in lease_role.rules] == [
         (["create"], None),
-        (["get", "update"], ["two-profiles"]),
+        (["get", "update"], ["kubeherd-two-profiles"]),
     ]
-    assert len(owned_by_uid(api_client, uid)) == 8
+    policy = client.NetworkingV1Api(api_client).read_namespaced_network_policy(
+        "two-profiles", namespace
+    )
+    assert policy.spec.pod_selector.match_labels == template.metadata.labels
+    assert len(owned_by_uid(api_client, uid)) == 9
     created = {e.message for e in schedulerprofiles.events("two-profiles", "Created")}
     assert f"created Deployment {namespace}/two-profiles" in created
     assert f"created ClusterRoleBinding {prefix}:kube-scheduler" in created
@@ -216,7 +224,6 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
     schedulerprofiles: SchedulerProfiles,
     start_scheduler: StartScheduler,
     namespace: str,
-    other_namespace: str,
     core_v1: client.CoreV1Api,
     api_client: client.ApiClient,
 ) -> None:
@@ -227,7 +234,6 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
         "renewDeadline": "3s",
         "retryPeriod": "1s",
         "resourceName": "elected-lock",
-        "resourceNamespace": other_namespace,
     }
     schedulerprofiles.create(
         scheduler_profile(
@@ -237,7 +243,7 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
     rolled_out(schedulerprofiles, "elected")
     rbac = client.RbacAuthorizationV1Api(api_client)
     lease_role = f"kubeherd:{namespace}:elected:leader-election"
-    assert rbac.read_namespaced_role(lease_role, other_namespace).rules[1].resource_names == [
+    assert rbac.read_namespaced_role(lease_role, namespace).rules[1].resource_names == [
         "elected-lock"
     ]
 
@@ -246,12 +252,12 @@ def test_one_of_two_schedulers_leads_on_the_configured_lease_and_the_other_takes
 
     def holder() -> str | None:
         try:
-            lease = leases.read_namespaced_lease("elected-lock", other_namespace)
+            lease = leases.read_namespaced_lease("elected-lock", namespace)
         except ApiException:
             return None
         return lease.spec.holder_identity or None
 
-    first_holder = eventually(holder, what=f"a holder of Lease {other_namespace}/elected-lock")
+    first_holder = eventually(holder, what=f"a holder of Lease {namespace}/elected-lock")
     wait_briefly(3)
     leaders = [s for s in schedulers if s.leads()]
     assert len(leaders) == 1
@@ -291,7 +297,7 @@ def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_r
     schedulerprofiles.wait_for_event("edited", "Updated", f"rolling to configuration {second_hash}")
     running = start_scheduler("edited")
     eventually(running.leads, what="the scheduler to lead")
-    config_version = core_v1.read_namespaced_config_map("edited-config", namespace)
+    config_version = core_v1.read_namespaced_config_map(f"edited-config-{second_hash}", namespace)
     config_version = config_version.metadata.resource_version
 
     unknown_plugin = {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}
@@ -309,7 +315,7 @@ def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_r
     wait_briefly(3)
     after = apps_v1.read_namespaced_deployment("edited", namespace)
     assert after.metadata.resource_version == deployment.metadata.resource_version
-    config_map = core_v1.read_namespaced_config_map("edited-config", namespace)
+    config_map = core_v1.read_namespaced_config_map(f"edited-config-{second_hash}", namespace)
     assert config_map.metadata.resource_version == config_version
     assert schedulerprofiles.get("edited")["status"]["configHash"] == second_hash
     assert running.running()
@@ -320,10 +326,9 @@ def test_an_edit_rolls_the_deployment_and_an_invalid_edit_leaves_the_scheduler_r
 def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_included(
     schedulerprofiles: SchedulerProfiles,
     namespace: str,
-    other_namespace: str,
     api_client: client.ApiClient,
 ) -> None:
-    election = {"resourceName": "lock", "resourceNamespace": other_namespace}
+    election = {"resourceName": "lock"}
     body = schedulerprofiles.create(
         scheduler_profile(
             "doomed", {"schedulerName": unique("doomed", namespace)}, leaderElection=election
@@ -331,27 +336,39 @@ def test_deleting_a_schedulerprofile_removes_everything_it_made_cluster_scoped_i
     )
     rolled_out(schedulerprofiles, "doomed")
     made = owned_by_uid(api_client, body["metadata"]["uid"])
-    assert f"Role {other_namespace}/kubeherd:{namespace}:doomed:leader-election" in made
+    assert f"Role {namespace}/kubeherd:{namespace}:doomed:leader-election" in made
     assert f"ClusterRoleBinding /kubeherd:{namespace}:doomed:kube-scheduler" in made
-    assert len(made) == 8
-    # The lock moves home: its Role and RoleBinding follow, none is left behind.
-    schedulerprofiles.patch("doomed", {"spec": {"leaderElection": {"resourceNamespace": None}}})
-    at_home = {
-        f"{kind} {namespace}/kubeherd:{namespace}:doomed:leader-election"
-        for kind in ("Role", "RoleBinding")
-    }
-
-    def moved() -> list[str] | None:
-        found = owned_by_uid(api_client, body["metadata"]["uid"])
-        return found if at_home <= set(found) and len(found) == 8 else None
-
-    after_move = eventually(moved, what="the lease Role and RoleBinding at home only")
-    assert not [item for item in after_move if other_namespace in item]
+    assert f"RoleBinding kube-system/kubeherd:{namespace}:doomed:authentication-reader" in made
+    assert len(made) == 9
 
     schedulerprofiles.delete("doomed")
     schedulerprofiles.wait_until_gone("doomed")
 
     assert owned_by_uid(api_client, body["metadata"]["uid"]) == []
+
+
+def test_a_lock_in_another_namespace_is_refused_and_nothing_runs(
+    schedulerprofiles: SchedulerProfiles,
+    namespace: str,
+    other_namespace: str,
+    api_client: client.ApiClient,
+) -> None:
+    # Its scheduler would get update rights on a Lease of a namespace its creator may not own.
+    election = {"resourceName": "lock", "resourceNamespace": other_namespace}
+    body = schedulerprofiles.create(
+        scheduler_profile(
+            "reaching", {"schedulerName": unique("reaching", namespace)}, leaderElection=election
+        )
+    )
+
+    refused = schedulerprofiles.wait_for("reaching", "Valid", "False")
+
+    message = condition(refused, "Valid")["message"]
+    assert "spec.leaderElection.resourceNamespace: the Lease must be in" in message
+    assert f"own namespace {namespace}, not {other_namespace}" in message
+    assert owned_by_uid(api_client, body["metadata"]["uid"]) == []
+    schedulerprofiles.patch("reaching", {"spec": {"leaderElection": {"resourceNamespace": None}}})
+    rolled_out(schedulerprofiles, "reaching")
 
 
 def test_a_scheduler_name_another_schedulerprofile_has_is_refused_until_it_is_free(
@@ -484,7 +501,7 @@ def test_an_operator_restart_writes_nothing(
 
     wait_briefly(2)
     before = versions()
-    assert len(before) == 10
+    assert len(before) == 11
 
     operator.stop()
     operator.start()
@@ -496,8 +513,12 @@ def test_an_operator_restart_writes_nothing(
 @pytest.mark.parametrize(
     ("name", "where", "election"),
     [
-        # Named like the cluster's own scheduler, in kube-system: its default lock is that one.
-        ("kube-scheduler", "kube-system", {"leaderElect": True}),
+        # Named like the cluster's own scheduler, in kube-system, naming its Lease.
+        (
+            "kube-scheduler",
+            "kube-system",
+            {"leaderElect": True, "resourceName": "kube-scheduler"},
+        ),
         # Any name, pointing its lock at the controller manager's Lease.
         (
             "borrower",

@@ -9,6 +9,7 @@ import yaml
 from kubeherd.scheduler.config import (
     configuration_hash,
     configuration_yaml,
+    foreign_lock_namespace,
     lease_lock,
     render_configuration,
 )
@@ -22,6 +23,8 @@ def example_spec(name: str) -> dict[str, Any]:
 
 
 def test_the_lock_is_the_resource_own_lease_never_the_default_schedulers() -> None:
+    # Prefixed: a resource named like another component (kube-scheduler, cluster-autoscaler)
+    # must not elect on that component's Lease by default.
     rendered = render_configuration({"profiles": [{"schedulerName": "a"}]}, "extra", "ops")
 
     assert rendered["leaderElection"] == {
@@ -30,9 +33,14 @@ def test_the_lock_is_the_resource_own_lease_never_the_default_schedulers() -> No
         "renewDeadline": "10s",
         "retryPeriod": "2s",
         "resourceLock": "leases",
-        "resourceName": "extra",
+        "resourceName": "kubeherd-extra",
         "resourceNamespace": "ops",
     }
+    kube_scheduler = lease_lock({}, "kube-scheduler", "kube-system")
+    assert (kube_scheduler.name, kube_scheduler.namespace) == (
+        "kubeherd-kube-scheduler",
+        "kube-system",
+    )
 
 
 def test_a_lock_named_in_the_spec_is_used() -> None:
@@ -41,6 +49,17 @@ def test_a_lock_named_in_the_spec_is_used() -> None:
     lock = lease_lock(spec, "extra", "ops")
 
     assert (lock.name, lock.namespace) == ("lock", "locks")
+
+
+def test_a_lock_outside_the_resources_namespace_is_refused() -> None:
+    def election(**fields: str) -> dict[str, Any]:
+        return {"leaderElection": fields}
+
+    assert foreign_lock_namespace({}, "ops") == ""
+    assert foreign_lock_namespace(election(resourceName="lock"), "ops") == ""
+    assert foreign_lock_namespace(election(resourceNamespace="ops"), "ops") == ""
+    message = foreign_lock_namespace(election(resourceNamespace="cert-manager"), "ops")
+    assert message.startswith("the Lease must be in the SchedulerProfile's own namespace ops")
 
 
 def test_the_two_profile_example_renders_both_profiles_with_scoring_off_in_one() -> None:

@@ -15,7 +15,7 @@ from tests.helpers import REPO
 EXAMPLES = REPO / "examples"
 
 
-def rendered(path: Path, **options: str | bool) -> tuple[list[dict[str, object]], str]:
+def rendered(path: Path, **options: str | bool | int) -> tuple[list[dict[str, object]], str]:
     out, warn = io.StringIO(), io.StringIO()
     render(
         path,
@@ -23,6 +23,8 @@ def rendered(path: Path, **options: str | bool) -> tuple[list[dict[str, object]]
         kubeconfig=str(options.get("kubeconfig", "")),
         out=out,
         warn=warn,
+        kubernetes_version=str(options.get("kubernetes_version", "")),
+        port=int(options.get("port", 10260)),
     )
     return [doc for doc in yaml.safe_load_all(out.getvalue()) if doc], warn.getvalue()
 
@@ -31,22 +33,31 @@ def test_the_configuration_names_the_resources_own_lease() -> None:
     (configuration,), warnings = rendered(EXAMPLES / "schedulerprofile-two-profiles.yaml")
 
     assert configuration["kind"] == "KubeSchedulerConfiguration"
-    assert configuration["leaderElection"]["resourceName"] == "two-profiles"  # type: ignore[index]
+    lock = configuration["leaderElection"]["resourceName"]  # type: ignore[index]
+    assert lock == "kubeherd-two-profiles"
     assert warnings == ""
 
 
+STATIC: dict[str, str | bool | int] = {
+    "static": True,
+    "kubeconfig": "/etc/kubernetes/scheduler.conf",
+    "kubernetes_version": "v1.31.4+k3s1",
+}
+
+
 def test_the_static_pod_reads_config_and_kubeconfig_from_the_host() -> None:
-    (pod,), _warnings = rendered(EXAMPLES / "schedulerprofile-packing.yaml", static=True)
+    (pod,), _warnings = rendered(EXAMPLES / "schedulerprofile-packing.yaml", **STATIC)
 
     spec = pod["spec"]
     assert isinstance(spec, dict)
     (container,) = spec["containers"]
-    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.37.2"
-    assert "--config=/etc/kubernetes/packing/config.yaml" in container["command"]
+    # The node's release, not kubeherd's: a static pod has no API server to ask.
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.31.4"
+    assert "--config=/etc/kubernetes/kubeherd/packing/config.yaml" in container["command"]
     assert "--secure-port=10260" in container["command"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert {v["hostPath"]["path"] for v in spec["volumes"]} == {
-        "/etc/kubernetes/packing",
+        "/etc/kubernetes/kubeherd/packing",
         "/etc/kubernetes/scheduler.conf",
     }
     assert spec["hostNetwork"] is True
@@ -121,13 +132,36 @@ def test_a_static_scheduler_on_the_clusters_own_lease_is_refused(tmp_path: Path)
                 "apiVersion": "kubeherd.io/v1alpha1",
                 "kind": "SchedulerProfile",
                 "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
-                "spec": {"profiles": [{"schedulerName": "second"}]},
+                "spec": {
+                    "profiles": [{"schedulerName": "second"}],
+                    "leaderElection": {"resourceName": "kube-scheduler"},
+                },
             }
         )
     )
 
     with pytest.raises(RenderError, match="Lease kube-system/kube-scheduler belongs to"):
-        rendered(manifest, static=True)
+        rendered(manifest, **STATIC)
+
+
+def test_a_static_pod_needs_the_nodes_kubeconfig_and_version() -> None:
+    packing = EXAMPLES / "schedulerprofile-packing.yaml"
+
+    # In-cluster configuration needs a service account token, which a static pod lacks.
+    with pytest.raises(RenderError, match="give --kubeconfig"):
+        rendered(packing, **{**STATIC, "kubeconfig": ""})
+    with pytest.raises(RenderError, match="give --kubernetes-version"):
+        rendered(packing, **{**STATIC, "kubernetes_version": ""})
+    with pytest.raises(RenderError, match="names no release"):
+        rendered(packing, **{**STATIC, "kubernetes_version": "latest"})
+
+
+def test_two_static_schedulers_on_a_node_can_have_ports_of_their_own() -> None:
+    (pod,), _warnings = rendered(EXAMPLES / "schedulerprofile-packing.yaml", **STATIC, port=10261)
+
+    (container,) = pod["spec"]["containers"]  # type: ignore[index]
+    assert "--secure-port=10261" in container["command"]
+    assert container["livenessProbe"]["httpGet"]["port"] == 10261
 
 
 def _file(tmp_path: Path, spec: dict[str, object]) -> Path:

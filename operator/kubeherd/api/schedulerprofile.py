@@ -181,13 +181,14 @@ class LeaderElection(Model):
         default=None,
         max_length=253,
         pattern=DNS_SUBDOMAIN,
-        description="The Lease's name; default: the SchedulerProfile's name (never the default "
-        "scheduler's kube-scheduler lock).",
+        description="The Lease's name; default: kubeherd-<the SchedulerProfile's name> (never "
+        "the default scheduler's kube-scheduler lock).",
     )
     resource_namespace: str | None = Field(
         default=None,
         max_length=63,
-        description="The Lease's namespace; default: the SchedulerProfile's namespace.",
+        description="The Lease's namespace: the SchedulerProfile's own (any other is refused: "
+        "its scheduler gets rights on the Lease, which must not reach another namespace).",
     )
 
 
@@ -301,7 +302,28 @@ class SchedulerProfileSpec(Model):
         default=None, description="Taints the scheduler pods tolerate."
     )
     priority_class_name: str | None = Field(
-        default=None, description="The scheduler pods' PriorityClass."
+        default=None,
+        description="The scheduler pods' PriorityClass; default: system-cluster-critical in "
+        "kube-system, the cluster's default elsewhere.",
+    )
+    image_pull_secrets: list[str] | None = Field(
+        default=None,
+        max_length=16,
+        description="Secrets (in the SchedulerProfile's namespace) to pull a private image with.",
+        json_schema_extra={"items": {"type": "string", "minLength": 1, "maxLength": 253}},
+    )
+    extra_cluster_roles: list[str] | None = Field(
+        default=None,
+        max_length=16,
+        description="ClusterRoles to bind to the scheduler's ServiceAccount besides "
+        "system:kube-scheduler and system:volume-scheduler, for a custom image whose plugins "
+        "read more (scheduler-plugins' podgroups, elasticquotas...). kubeherd may bind only "
+        "the roles its own ClusterRole has `bind` on (the chart's "
+        "schedulerProfiles.extraClusterRoles).",
+        json_schema_extra={
+            "items": {"type": "string", "minLength": 1, "maxLength": 253},
+            "x-kubernetes-list-type": "set",
+        },
     )
 
 

@@ -65,6 +65,14 @@ KINDS = {
     ("v1", "ConfigMap"): Kind("/api/v1", "configmaps", "ConfigMap"),
     ("v1", "ServiceAccount"): Kind("/api/v1", "serviceaccounts", "ServiceAccount"),
     ("apps/v1", "Deployment"): Kind("/apis/apps/v1", "deployments", "Deployment"),
+    ("apps/v1", "ReplicaSet"): Kind("/apis/apps/v1", "replicasets", "ReplicaSet"),
+    ("v1", "Pod"): Kind("/api/v1", "pods", "Pod"),
+    ("policy/v1", "PodDisruptionBudget"): Kind(
+        "/apis/policy/v1", "poddisruptionbudgets", "PodDisruptionBudget"
+    ),
+    ("networking.k8s.io/v1", "NetworkPolicy"): Kind(
+        "/apis/networking.k8s.io/v1", "networkpolicies", "NetworkPolicy"
+    ),
     ("coordination.k8s.io/v1", "Lease"): Kind("/apis/coordination.k8s.io/v1", "leases", "Lease"),
     ("rbac.authorization.k8s.io/v1", "Role"): Kind(_RBAC, "roles", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): Kind(_RBAC, "rolebindings", "RoleBinding"),

@@ -1,9 +1,9 @@
 """Render a SchedulerProfile's spec as the KubeSchedulerConfiguration kube-scheduler reads.
 
 Pure: plain data in, plain data out. Only what the user set is written, except the leader
-election lock, which always names the SchedulerProfile's own Lease: left to kube-scheduler's
-defaults it would be `kube-system/kube-scheduler`, the default scheduler's, and the two would
-take turns leading.
+election lock, which always names the SchedulerProfile's own Lease (`kubeherd-<name>` unless the
+spec names one): left to kube-scheduler's defaults it would be `kube-system/kube-scheduler`, the
+default scheduler's, and the two would take turns leading.
 """
 
 from __future__ import annotations
@@ -35,11 +35,33 @@ class Lock:
     namespace: str
 
 
+# The default lock's name: the resource's name alone could be any other component's Lease in
+# that namespace (a SchedulerProfile named cluster-autoscaler in kube-system would contend with
+# the cluster autoscaler, with RBAC that lets it win). Nothing but kubeherd names Leases so.
+DEFAULT_LOCK_PREFIX = "kubeherd-"
+
+
 def lease_lock(spec: Mapping[str, Any], name: str, namespace: str) -> Lock:
     election = spec.get("leaderElection") or {}
     return Lock(
-        str(election.get("resourceName") or name),
+        str(election.get("resourceName") or f"{DEFAULT_LOCK_PREFIX}{name}"),
         str(election.get("resourceNamespace") or namespace),
+    )
+
+
+def foreign_lock_namespace(spec: Mapping[str, Any], namespace: str) -> str:
+    """Why the spec's lock may not be where it says, or "". kubeherd grants the scheduler
+    create, get and update on its Lease: a lock in another namespace would let whoever may
+    create a SchedulerProfile in one namespace take any Lease of another (an operator's leader
+    election, say) and make its holder stand by."""
+    election = spec.get("leaderElection") or {}
+    elsewhere = election.get("resourceNamespace")
+    if not elsewhere or elsewhere == namespace:
+        return ""
+    return (
+        f"the Lease must be in the SchedulerProfile's own namespace {namespace}, not "
+        f"{elsewhere}: its scheduler gets rights on that Lease, which must not reach another "
+        "namespace (leave resourceNamespace out)"
     )
 
 

@@ -8,9 +8,14 @@ status. A pass:
 - on a new generation (and once at start), validates the spec. An invalid spec sets Valid=False
   and posts a Warning event, and nothing already running is touched. A valid one is rendered
   and its objects are applied: only those missing or different from what kubeherd last applied
-  (a hash in an annotation), so a restart writes nothing;
+  (a hash in a label), so a restart writes nothing. Each configuration has a ConfigMap of its
+  own, kept while the Deployment or one of its ReplicaSets mounts it;
 - every pass reads the Deployment and the Lease and writes the status when it changed, with an
   event when the leader changes.
+
+A spec is applied once: kubeherd does not undo a `kubectl rollout undo` of the scheduler
+Deployment (the old template brings back the old configuration's ConfigMap, which is kept for
+it); the status says so, and the next change of the SchedulerProfile's spec rolls forward.
 """
 
 from __future__ import annotations
@@ -25,26 +30,39 @@ from typing import Any, Protocol
 
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
-from kubeherd.meta import involved_object, now_iso, status_changed
+from kubeherd.meta import conditions_by_type, involved_object, now_iso, status_changed
 from kubeherd.scheduler.config import (
     Lock,
     configuration_hash,
     configuration_yaml,
+    foreign_lock_namespace,
     lease_lock,
     render_configuration,
 )
 from kubeherd.scheduler.objects import (
     KIND,
-    MANIFEST_HASH_ANNOTATION,
+    MANIFEST_HASH_LABEL,
     OWNER_UID_LABEL,
+    SCHEDULER_NAMES_ANNOTATION,
     Owner,
+    config_maps_in_use,
     is_custom_image,
     official_release,
     owned_objects,
     scheduler_image,
+    scheduler_names,
+    selector_labels,
 )
 from kubeherd.scheduler.plugins import version_problems
-from kubeherd.scheduler.status import Applied, Validity, build_status, lease_leader
+from kubeherd.scheduler.status import (
+    Applied,
+    Running,
+    Validity,
+    build_status,
+    holder_hostname,
+    lease_leader,
+    running_config_hash,
+)
 from kubeherd.scheduler.validation import (
     Claim,
     Problem,
@@ -61,7 +79,13 @@ PLURAL = "schedulerprofiles"
 FINALIZER = "kubeherd.io/scheduler-cleanup"
 Key = tuple[str, str]  # (namespace, name)
 DEPLOYMENT = KINDS[("apps/v1", "Deployment")]
+REPLICA_SET = KINDS[("apps/v1", "ReplicaSet")]
+CONFIG_MAP = KINDS[("v1", "ConfigMap")]
+POD = KINDS[("v1", "Pod")]
 LEASE = KINDS[("coordination.k8s.io/v1", "Lease")]
+# The Deployment controller deletes ReplicaSets beyond its history a sync after a rollout ends,
+# which changes nothing kubeherd watches: their ConfigMaps are looked at again this often.
+CONFIG_MAP_PRUNE_INTERVAL = 60.0
 # Kinds kubeherd may have left outside the resource's namespace (or outside any namespace).
 SPREAD_KINDS = (
     KINDS[("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")],
@@ -70,9 +94,13 @@ SPREAD_KINDS = (
 )
 LOCAL_KINDS = (
     DEPLOYMENT,
-    KINDS[("v1", "ConfigMap")],
+    CONFIG_MAP,
     KINDS[("v1", "ServiceAccount")],
+    KINDS[("policy/v1", "PodDisruptionBudget")],
+    KINDS[("networking.k8s.io/v1", "NetworkPolicy")],
 )
+# Kinds in the resource's namespace that a spec may stop needing (no budget for one replica).
+OPTIONAL_LOCAL_KINDS = (KINDS[("policy/v1", "PodDisruptionBudget")],)
 
 
 class ClaimSource(Protocol):
@@ -96,6 +124,15 @@ class ProfileState:
         default_factory=lambda: Validity("Unknown", "Validating", "not checked yet")
     )
     applied: Applied = field(default_factory=Applied)
+    # The configuration the spec renders to, once rendered (its ConfigMap is kept).
+    rendered_hash: str = ""
+    # What every scheduler pod runs (the status's configHash and schedulerNames).
+    running: Running = field(default_factory=Running)
+    # The Lease holder last looked up, and whether it is one of this resource's pods.
+    holder_checked: tuple[str, bool] = ("", True)
+    # When, and for which state of the Deployment, unused ConfigMaps were last removed.
+    config_maps_pruned: tuple[Any, ...] = ()
+    config_maps_pruned_at: float = 0.0
     backoff: Backoff = field(default_factory=lambda: Backoff(limit=60.0))
     retry_at: float = 0.0
     # (generation, reason) of the Warning events already posted for a spec.
@@ -137,7 +174,9 @@ class SchedulerProfileController:
         key = (metadata["namespace"], metadata["name"])
         state = self._states.get(key)
         if state is None:
-            state = ProfileState(body=body, applied=_applied_from(body.get("status") or {}))
+            # What was applied before a restart is known again once the spec is converged
+            # (at the first pass); what runs, the status says.
+            state = ProfileState(body=body, running=_running_from(body.get("status") or {}))
             self._states[key] = state
             state.task = asyncio.get_running_loop().create_task(self._run(key, state))
             return
@@ -220,6 +259,8 @@ class SchedulerProfileController:
         taken = names_taken_before(self.claims.claims(), claims_of(body))
         verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
         verdict.errors += lock_problems(state.lock)
+        if elsewhere := foreign_lock_namespace(spec, owner.namespace):
+            verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
         lock_holder = taken.get(lease_claim(state.lock))
         if lock_holder:
             verdict.errors.append(
@@ -241,8 +282,8 @@ class SchedulerProfileController:
                 verdict.errors += version_problems(official_release(image))
         if not verdict.valid:
             message = verdict.summary()
-            if state.applied.config_hash:
-                message += f"; configuration {state.applied.config_hash} keeps running"
+            if state.running.config_hash:
+                message += f"; configuration {state.running.config_hash} keeps running"
             state.validity = Validity("False", "InvalidSpec", message)
             self._warn_once(state, "InvalidSpec", message)
             state.handled_generation = generation
@@ -254,6 +295,7 @@ class SchedulerProfileController:
             return
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))
         config_hash = configuration_hash(text)
+        state.rendered_hash = config_hash
         desired = owned_objects(
             spec,
             owner,
@@ -273,9 +315,8 @@ class SchedulerProfileController:
                 )
                 state.retry_at = self.clock() + state.backoff.next_delay()
                 return
+        state.applied = Applied(config_hash, scheduler_names(spec))
         await self._prune(state, desired)
-        names = ", ".join(str(p["schedulerName"]) for p in spec.get("profiles") or [])
-        state.applied = Applied(config_hash, names)
         state.handled_generation = generation
         state.backoff.reset()
 
@@ -320,9 +361,7 @@ class SchedulerProfileController:
                 )
                 self._warn_once(state, "NameConflict", message)
                 return ("NameConflict", message)
-            annotations = existing["metadata"].get("annotations") or {}
-            wanted = metadata["annotations"][MANIFEST_HASH_ANNOTATION]
-            if annotations.get(MANIFEST_HASH_ANNOTATION) == wanted:
+            if labels.get(MANIFEST_HASH_LABEL) == metadata["labels"][MANIFEST_HASH_LABEL]:
                 return None
         outcome = await self.kube.apply(manifest)
         if not outcome.ok:
@@ -344,16 +383,56 @@ class SchedulerProfileController:
 
     async def _prune(self, state: ProfileState, desired: list[dict[str, Any]]) -> None:
         """Remove objects an earlier spec needed and this one does not (a Lease moved to
-        another namespace leaves a Role and RoleBinding behind)."""
+        another namespace leaves a Role and RoleBinding behind), and the ConfigMaps of
+        configurations nothing mounts any more."""
         wanted = {
             (m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]) for m in desired
         }
-        for kind in SPREAD_KINDS:
-            for existing in await self._labelled(kind, state.owner):
+        owner = state.owner
+        for kind, namespace in (
+            *((kind, None) for kind in SPREAD_KINDS),
+            *((kind, owner.namespace) for kind in OPTIONAL_LOCAL_KINDS),
+        ):
+            for existing in await self._labelled(kind, owner, namespace):
                 metadata = existing["metadata"]
                 identity = (kind.kind, metadata.get("namespace"), metadata["name"])
                 if identity not in wanted:
                     await self._delete(state, kind, existing)
+        deployment = await self._own_deployment(owner)
+        if deployment is not None:
+            await self._prune_config_maps(state, deployment)
+
+    async def _prune_config_maps(self, state: ProfileState, deployment: Mapping[str, Any]) -> None:
+        """Delete the ConfigMaps that neither the Deployment nor any of its ReplicaSets mounts
+        (nor the spec's, which a Deployment not yet synced may not show). A ReplicaSet kept in
+        the history keeps its configuration, for `kubectl rollout undo`."""
+        owner = state.owner
+        selector = ",".join(f"{k}={v}" for k, v in selector_labels(owner).items())
+        replica_sets = [
+            replica_set
+            for replica_set in await self.kube.list_objects(REPLICA_SET, selector, owner.namespace)
+            if any(
+                reference.get("uid") == deployment["metadata"]["uid"]
+                for reference in replica_set["metadata"].get("ownerReferences") or []
+            )
+        ]
+        templates = [
+            (item.get("spec") or {}).get("template") or {} for item in [deployment, *replica_sets]
+        ]
+        in_use = config_maps_in_use(templates)
+        # The spec's, even before the Deployment names it (its apply may have failed).
+        in_use |= {owner.config_map(h) for h in (state.applied.config_hash, state.rendered_hash)}
+        for existing in await self._labelled(CONFIG_MAP, owner, owner.namespace):
+            if existing["metadata"]["name"] not in in_use:
+                await self._delete(state, CONFIG_MAP, existing)
+        state.config_maps_pruned_at = self.clock()
+
+    async def _own_deployment(self, owner: Owner) -> dict[str, Any] | None:
+        deployment = await self.kube.get_object(DEPLOYMENT, owner.namespace, owner.name)
+        if deployment is None:
+            return None
+        labels = deployment["metadata"].get("labels") or {}
+        return deployment if labels.get(OWNER_UID_LABEL) == owner.uid else None
 
     # Deletion ----------------------------------------------------------------------------
 
@@ -399,11 +478,9 @@ class SchedulerProfileController:
 
     async def _report(self, state: ProfileState) -> None:
         owner, lock = state.owner, state.lock
-        deployment = await self.kube.get_object(DEPLOYMENT, owner.namespace, owner.name)
-        if deployment is not None:
-            labels = deployment["metadata"].get("labels") or {}
-            if labels.get(OWNER_UID_LABEL) != owner.uid:
-                deployment = None
+        spec: Mapping[str, Any] = state.body.get("spec") or {}
+        deployment = await self._own_deployment(owner)
+        await self._follow_rollout(state, deployment)
         rolled_out = state.applied.config_hash and state.handled_generation is not None
         if deployment is None and rolled_out and state.validity.status == "True":
             # Someone deleted what runs the scheduler: roll it out again on the next pass.
@@ -417,20 +494,78 @@ class SchedulerProfileController:
             generation=state.generation,
             validity=state.validity,
             applied=state.applied,
+            running=state.running,
             deployment=deployment,
             leader=leader,
             lock=f"{lock.namespace}/{lock.name}",
             now=now_iso(),
+            leader_is_ours=await self._is_own_pod(state, leader) if leader else True,
+            elects=bool((spec.get("leaderElection") or {}).get("leaderElect", True)),
         )
         if not status_changed(previous, status):
             return
         self._report_leader(state, previous.get("leader") or "", leader, lock)
+        self._report_rollback(previous, status, state)
         outcome = await self.kube.patch_status(PLURAL, owner.namespace, owner.name, status)
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
             state.body = {**state.body, "status": {**previous, **status}}
         elif not outcome.not_found:
             logger.warning("%s/%s: status not written: %s", *state_key(state), outcome.message)
+
+    async def _follow_rollout(
+        self, state: ProfileState, deployment: Mapping[str, Any] | None
+    ) -> None:
+        """Take the configuration every pod now runs as the running one, and remove the
+        ConfigMaps no ReplicaSet mounts any more once a rollout is over."""
+        running_hash = running_config_hash(deployment)
+        if deployment is None or running_hash is None:
+            return
+        if running_hash != state.running.config_hash:
+            state.running = Running(running_hash, await self._names_of(state, running_hash))
+        shape = (
+            deployment["metadata"].get("uid"),
+            deployment["metadata"].get("generation"),
+            running_hash,
+        )
+        due = self.clock() - state.config_maps_pruned_at >= CONFIG_MAP_PRUNE_INTERVAL
+        if shape != state.config_maps_pruned or due:
+            await self._prune_config_maps(state, deployment)
+            state.config_maps_pruned = shape
+
+    async def _names_of(self, state: ProfileState, config_hash: str) -> str:
+        """The scheduler names of a configuration kubeherd made (the spec's, or an older one a
+        rollout undo brought back)."""
+        if config_hash == state.applied.config_hash:
+            return state.applied.scheduler_names
+        owner = state.owner
+        config_map = await self.kube.get_object(
+            CONFIG_MAP, owner.namespace, owner.config_map(config_hash)
+        )
+        annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(SCHEDULER_NAMES_ANNOTATION) or "")
+
+    async def _is_own_pod(self, state: ProfileState, holder: str) -> bool:
+        """Whether the Lease's holder is one of this resource's scheduler pods: another program
+        on the same Lease would otherwise be reported as this scheduler leading."""
+        if state.holder_checked[0] != holder:
+            owner = state.owner
+            pod = await self.kube.get_object(POD, owner.namespace, holder_hostname(holder))
+            labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
+            ours = pod is not None and all(
+                labels.get(key) == value for key, value in selector_labels(owner).items()
+            )
+            state.holder_checked = (holder, ours)
+        return state.holder_checked[1]
+
+    def _report_rollback(
+        self, previous: Mapping[str, Any], status: Mapping[str, Any], state: ProfileState
+    ) -> None:
+        """One event when the Deployment stops running the spec's template (rollout undo)."""
+        before = conditions_by_type(previous).get("Progressing", {}).get("reason")
+        after = conditions_by_type(status).get("Progressing", {})
+        if after.get("reason") == "RolledBack" and before != "RolledBack":
+            self._event(state, "Normal", "RolledBack", str(after.get("message") or ""))
 
     def _report_leader(self, state: ProfileState, before: str, after: str, lock: Lock) -> None:
         if before == after:
@@ -492,6 +627,6 @@ def claims_of(body: Mapping[str, Any]) -> list[Claim]:
     return claims
 
 
-def _applied_from(status: Mapping[str, Any]) -> Applied:
+def _running_from(status: Mapping[str, Any]) -> Running:
     """What runs, as the status written before a restart says."""
-    return Applied(str(status.get("configHash") or ""), str(status.get("schedulerNames") or ""))
+    return Running(str(status.get("configHash") or ""), str(status.get("schedulerNames") or ""))

@@ -1,10 +1,13 @@
 """The Kubernetes objects that run a SchedulerProfile's kube-scheduler. Pure.
 
-In a cluster (what the operator applies): a ServiceAccount, a ConfigMap with the configuration,
-ClusterRoleBindings to the built-in scheduler roles, a RoleBinding that lets kube-scheduler read
-the authentication ConfigMap in kube-system, a Role and RoleBinding for its own Lease, and the
-Deployment. Without one: the static Pod of `kubeherd render --static-pod`, the kubeadm way of the
-seeds.
+In a cluster (what the operator applies): a ServiceAccount, an immutable ConfigMap per
+configuration (named by its hash, so the pods of an older ReplicaSet keep reading the
+configuration they started with, and `kubectl rollout undo` brings it back with the template),
+ClusterRoleBindings to the built-in scheduler roles and to the extra ClusterRoles the spec names,
+a RoleBinding that lets kube-scheduler read the authentication ConfigMap in kube-system, a Role
+and RoleBinding for its own Lease, a NetworkPolicy that lets it reach the API server, a
+PodDisruptionBudget when it has standbys, and the Deployment. Without one: the static Pod of
+`kubeherd render --static-pod`, the kubeadm way of the seeds.
 
 Objects in the resource's namespace are owned by it (the garbage collector removes them). The
 others cannot be: an owner reference may not cross namespaces or point from a cluster-scoped
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +30,13 @@ from kubeherd.scheduler.plugins import KUBE_SCHEDULER_VERSION
 KIND = "SchedulerProfile"
 OWNER_UID_LABEL = "kubeherd.io/schedulerprofile-uid"
 CONFIG_HASH_ANNOTATION = "kubeherd.io/config-hash"
-# The hash of the manifest kubeherd applied: equal means there is nothing to write.
-MANIFEST_HASH_ANNOTATION = "kubeherd.io/manifest-hash"
+# The hash of the manifest kubeherd applied: equal means there is nothing to write. A label, not
+# an annotation: `kubectl rollout undo` replaces a Deployment's annotations with the old
+# ReplicaSet's and leaves its labels, so an undo does not look like a spec kubeherd has yet to
+# apply (kubeherd leaves it in place until the SchedulerProfile changes).
+MANIFEST_HASH_LABEL = "kubeherd.io/manifest-hash"
+# On each configuration's ConfigMap: the scheduler names it runs, for the status once its pods do.
+SCHEDULER_NAMES_ANNOTATION = "kubeherd.io/scheduler-names"
 CONFIG_DIR = "/etc/kubernetes/kubeherd"
 SECURE_PORT = 10259
 PROBE_TIMEOUT_SECONDS = 15
@@ -37,14 +45,24 @@ CRITICAL_NAMESPACE = "kube-system"
 # Any non-root uid works: kube-scheduler writes nothing to disk (its serving certificate is
 # generated in memory).
 NON_ROOT_UID = 65532
-DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+# kube-scheduler caches every pod and node: its memory grows with the cluster, from about
+# 100 MiB on a small one to GiBs on large ones. The request is what a small-to-medium cluster
+# needs, so the pod is not the first one evicted under memory pressure; large clusters set
+# spec.resources.
+DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 RBAC = "rbac.authorization.k8s.io"
 LEASES = "coordination.k8s.io"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+ZONE_KEY = "topology.kubernetes.io/zone"
 
 OFFICIAL_IMAGE = "registry.k8s.io/kube-scheduler"
-# The default scheduler of a kubeadm node already listens on 10259 in the host's network.
+# The default scheduler of a kubeadm node already listens on 10259 in the host's network; a
+# second static SchedulerProfile on one node needs a port of its own (render --port).
 STATIC_POD_PORT = 10260
 STATIC_POD_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
+# A directory of kubeherd's own: /etc/kubernetes/<name> would let a SchedulerProfile named
+# `manifests` or `pki` write into kubeadm's directories.
+STATIC_CONFIG_ROOT = "/etc/kubernetes/kubeherd"
 
 
 def scheduler_image(spec: Mapping[str, Any], version: str = KUBE_SCHEDULER_VERSION) -> str:
@@ -64,7 +82,7 @@ def official_release(image: str) -> str | None:
 
 
 def static_config_dir(name: str) -> str:
-    return f"/etc/kubernetes/{name}"
+    return f"{STATIC_CONFIG_ROOT}/{name}"
 
 
 def _probe(path: str, port: int, **timing: int) -> dict[str, Any]:
@@ -75,19 +93,26 @@ def _probe(path: str, port: int, **timing: int) -> dict[str, Any]:
 
 
 def static_pod(
-    spec: Mapping[str, Any], name: str, version: str = KUBE_SCHEDULER_VERSION
+    spec: Mapping[str, Any],
+    name: str,
+    version: str = KUBE_SCHEDULER_VERSION,
+    *,
+    port: int = STATIC_POD_PORT,
+    kubeconfig: str = STATIC_POD_KUBECONFIG,
 ) -> dict[str, Any]:
     """A kube-scheduler static Pod for a kubeadm control-plane node's /etc/kubernetes/manifests.
-    It reads its configuration from /etc/kubernetes/<name>/config.yaml and logs in with the
-    node's scheduler.conf, both from the host."""
+    It reads its configuration from /etc/kubernetes/kubeherd/<name>/config.yaml and logs in with
+    the node's `kubeconfig` (scheduler.conf), both from the host. `version` should be the node's
+    Kubernetes release (the caller asks for it: a static pod has no API server to read it
+    from)."""
     config_dir = static_config_dir(name)
     command = [
         *(spec.get("command") or ["kube-scheduler"]),
         f"--config={config_dir}/config.yaml",
-        f"--authentication-kubeconfig={STATIC_POD_KUBECONFIG}",
-        f"--authorization-kubeconfig={STATIC_POD_KUBECONFIG}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
-        f"--secure-port={STATIC_POD_PORT}",
+        f"--secure-port={port}",
     ]
     container: dict[str, Any] = {
         "name": "kube-scheduler",
@@ -96,15 +121,15 @@ def static_pod(
         "command": command,
         "resources": dict(spec.get("resources") or {"requests": {"cpu": "100m"}}),
         "startupProbe": _probe(
-            "/livez", STATIC_POD_PORT, initialDelaySeconds=10, periodSeconds=10, failureThreshold=24
+            "/livez", port, initialDelaySeconds=10, periodSeconds=10, failureThreshold=24
         ),
         "livenessProbe": _probe(
-            "/livez", STATIC_POD_PORT, initialDelaySeconds=10, periodSeconds=10, failureThreshold=8
+            "/livez", port, initialDelaySeconds=10, periodSeconds=10, failureThreshold=8
         ),
-        "readinessProbe": _probe("/readyz", STATIC_POD_PORT, periodSeconds=1, failureThreshold=3),
+        "readinessProbe": _probe("/readyz", port, periodSeconds=1, failureThreshold=3),
         "volumeMounts": [
             {"name": "config", "mountPath": config_dir, "readOnly": True},
-            {"name": "kubeconfig", "mountPath": STATIC_POD_KUBECONFIG, "readOnly": True},
+            {"name": "kubeconfig", "mountPath": kubeconfig, "readOnly": True},
         ],
     }
     return {
@@ -127,11 +152,14 @@ def static_pod(
                 },
                 {
                     "name": "kubeconfig",
-                    "hostPath": {"path": STATIC_POD_KUBECONFIG, "type": "FileOrCreate"},
+                    "hostPath": {"path": kubeconfig, "type": "FileOrCreate"},
                 },
             ],
         },
     }
+
+
+MAX_NAME = 253
 
 
 @dataclass(frozen=True)
@@ -149,12 +177,18 @@ class Owner:
 
     def cluster_unique(self, purpose: str) -> str:
         """A name for an object outside the resource's namespace, where two SchedulerProfiles
-        of one name in different namespaces must not collide."""
-        return f"kubeherd:{self.namespace}:{self.name}:{purpose}"
+        of one name in different namespaces must not collide. Within 253 characters: the CRD
+        caps the resource's name at 63, a namespace has at most 63, and a purpose that would
+        overflow (a long ClusterRole name) is replaced by its hash."""
+        name = f"kubeherd:{self.namespace}:{self.name}:{purpose}"
+        if len(name) <= MAX_NAME:
+            return name
+        digest = hashlib.sha256(purpose.encode()).hexdigest()[:16]
+        return f"kubeherd:{self.namespace}:{self.name}:{digest}"
 
-    @property
-    def config_map(self) -> str:
-        return f"{self.name}-config"
+    def config_map(self, config_hash: str) -> str:
+        """The ConfigMap of one configuration: a new configuration is a new ConfigMap."""
+        return f"{self.name}-config-{config_hash}"
 
     @property
     def reference(self) -> dict[str, Any]:
@@ -190,7 +224,7 @@ def _object(
         if namespace == owner.namespace:
             metadata["ownerReferences"] = [owner.reference]
     manifest = {"apiVersion": api_version, "kind": kind, "metadata": metadata, **body}
-    metadata["annotations"] = {MANIFEST_HASH_ANNOTATION: manifest_hash(manifest)}
+    metadata["labels"] = {**metadata["labels"], MANIFEST_HASH_LABEL: manifest_hash(manifest)}
     return manifest
 
 
@@ -208,12 +242,27 @@ def _binding(
     )
 
 
-def rbac_objects(owner: Owner, lock: Lock) -> list[dict[str, Any]]:
+def extra_role_binding(owner: Owner, role: str) -> dict[str, Any]:
+    """A ClusterRole the spec asks for (a custom image's plugins watch their own resources)."""
+    return _binding(
+        owner,
+        "ClusterRoleBinding",
+        owner.cluster_unique(f"extra:{role}"),
+        None,
+        "ClusterRole",
+        role,
+    )
+
+
+def rbac_objects(
+    owner: Owner, lock: Lock, extra_cluster_roles: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """What the scheduler's ServiceAccount needs. The built-in system:kube-scheduler role grants
     leases only on kube-system/kube-scheduler, the default scheduler's: the Role here grants the
     scheduler its own Lease instead of widening a built-in role."""
     lease_role = owner.cluster_unique("leader-election")
     return [
+        *(extra_role_binding(owner, role) for role in extra_cluster_roles),
         _binding(
             owner,
             "ClusterRoleBinding",
@@ -270,11 +319,67 @@ def _https_probe(path: str, **timing: int) -> dict[str, Any]:
     }
 
 
+def spread_constraints(owner: Owner) -> list[dict[str, Any]]:
+    """Standby schedulers on other nodes: losing one node (a drain, a crash) must not stop
+    scheduling. Required across nodes, as the point of a standby is another node; preferred
+    across zones, which small clusters do not have. Counted per ReplicaSet (pod-template-hash),
+    so a rollout's new pods spread among themselves rather than around the old ones. Only the
+    nodes the pods may use count (nodeSelector and taints honoured): on a single eligible node
+    every replica still fits, rather than one waiting for a node that cannot take it."""
+    selector = {"matchLabels": selector_labels(owner)}
+
+    def constraint(key: str, when_unsatisfiable: str) -> dict[str, Any]:
+        return {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": when_unsatisfiable,
+            "labelSelector": selector,
+            "matchLabelKeys": ["pod-template-hash"],
+            "nodeAffinityPolicy": "Honor",
+            "nodeTaintsPolicy": "Honor",
+        }
+
+    return [constraint(HOSTNAME_KEY, "DoNotSchedule"), constraint(ZONE_KEY, "ScheduleAnyway")]
+
+
+def disruption_budget(owner: Owner) -> dict[str, Any]:
+    """With standbys, a drain evicts one scheduler at a time (the others keep the Lease)."""
+    return _object(
+        owner,
+        "policy/v1",
+        "PodDisruptionBudget",
+        owner.name,
+        owner.namespace,
+        spec={"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(owner)}},
+    )
+
+
+def network_policy(owner: Owner) -> dict[str, Any]:
+    """For namespaces with default-deny policies. Egress: the API server, whose address and port
+    differ by cluster (the kubernetes Service's 443, an endpoint's 6443, a managed offering's)
+    and which a NetworkPolicy cannot name, so any destination. Ingress: the secure port only,
+    where the kubelet probes /livez and /readyz."""
+    return _object(
+        owner,
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        owner.name,
+        owner.namespace,
+        spec={
+            "podSelector": {"matchLabels": selector_labels(owner)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"ports": [{"protocol": "TCP", "port": SECURE_PORT}]}],
+            "egress": [{}],
+        },
+    )
+
+
 def deployment(
     spec: Mapping[str, Any], owner: Owner, *, image: str, config_hash: str
 ) -> dict[str, Any]:
-    """The Deployment running kube-scheduler with the ConfigMap's configuration. The config hash
-    in the pod template makes a new configuration roll the pods."""
+    """The Deployment running kube-scheduler with its configuration's ConfigMap. The config hash
+    in the pod template makes a new configuration roll the pods, and each ReplicaSet's template
+    names the ConfigMap of its own configuration."""
     replicas = int(spec.get("replicas", 1))
     container: dict[str, Any] = {
         "name": "kube-scheduler",
@@ -306,23 +411,12 @@ def deployment(
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
-        "volumes": [{"name": "config", "configMap": {"name": owner.config_map}}],
+        "volumes": [{"name": "config", "configMap": {"name": owner.config_map(config_hash)}}],
     }
+    if spec.get("imagePullSecrets"):
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in spec["imagePullSecrets"]]
     if replicas > 1:
-        # Standby schedulers on other nodes: losing one node must not stop scheduling.
-        pod_spec["affinity"] = {
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "topologyKey": "kubernetes.io/hostname",
-                            "labelSelector": {"matchLabels": selector_labels(owner)},
-                        },
-                    }
-                ]
-            }
-        }
+        pod_spec["topologySpreadConstraints"] = spread_constraints(owner)
     for field in ("nodeSelector", "tolerations", "priorityClassName"):
         if spec.get(field):
             pod_spec[field] = spec[field]
@@ -362,16 +456,44 @@ def owned_objects(
 ) -> list[dict[str, Any]]:
     """Everything a SchedulerProfile runs on, in the order to apply it: the Deployment last, so
     its pods start with their configuration and permissions in place."""
+    replicas = int(spec.get("replicas", 1))
     return [
         _object(owner, "v1", "ServiceAccount", owner.name, owner.namespace),
-        _object(
-            owner,
-            "v1",
-            "ConfigMap",
-            owner.config_map,
-            owner.namespace,
-            data={CONFIG_KEY: configuration_text},
-        ),
-        *rbac_objects(owner, lock),
+        config_map(owner, configuration_text, config_hash, scheduler_names(spec)),
+        *rbac_objects(owner, lock, spec.get("extraClusterRoles") or ()),
+        network_policy(owner),
+        *([disruption_budget(owner)] if replicas > 1 else []),
         deployment(spec, owner, image=image, config_hash=config_hash),
     ]
+
+
+def scheduler_names(spec: Mapping[str, Any]) -> str:
+    return ", ".join(str(p["schedulerName"]) for p in spec.get("profiles") or [])
+
+
+def config_map(
+    owner: Owner, configuration_text: str, config_hash: str, names: str
+) -> dict[str, Any]:
+    """Immutable: what a ReplicaSet's pods read can never change under them (a bad edit cannot
+    reach a running pod at its next restart), and the kubelet need not watch it."""
+    manifest = _object(
+        owner,
+        "v1",
+        "ConfigMap",
+        owner.config_map(config_hash),
+        owner.namespace,
+        immutable=True,
+        data={CONFIG_KEY: configuration_text},
+    )
+    manifest["metadata"]["annotations"] = {SCHEDULER_NAMES_ANNOTATION: names}
+    return manifest
+
+
+def config_maps_in_use(templates: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The ConfigMaps the pod templates (the Deployment's, its ReplicaSets') mount."""
+    return {
+        str(volume["configMap"]["name"])
+        for template in templates
+        for volume in ((template.get("spec") or {}).get("volumes") or [])
+        if (volume.get("configMap") or {}).get("name")
+    }

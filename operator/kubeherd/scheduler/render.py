@@ -17,14 +17,21 @@ import yaml
 
 from kubeherd.api.crd import SCHEDULER_PROFILE, openapi_schema
 from kubeherd.api.schedulerprofile import SchedulerProfile
-from kubeherd.scheduler.config import configuration_yaml, lease_lock, render_configuration
+from kubeherd.scheduler.config import (
+    configuration_yaml,
+    foreign_lock_namespace,
+    lease_lock,
+    render_configuration,
+)
 from kubeherd.scheduler.objects import (
     STATIC_POD_KUBECONFIG,
+    STATIC_POD_PORT,
     is_custom_image,
     static_config_dir,
     static_pod,
 )
-from kubeherd.scheduler.validation import lock_problems, validate_spec
+from kubeherd.scheduler.validation import Problem, lock_problems, validate_spec
+from kubeherd.scheduler.versions import release_version
 
 
 class RenderError(Exception):
@@ -105,7 +112,16 @@ def structural_problems(value: Any, schema: dict[str, Any], where: str) -> list[
     return problems
 
 
-def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: TextIO) -> None:
+def render(
+    path: Path,
+    *,
+    static: bool,
+    kubeconfig: str,
+    out: TextIO,
+    warn: TextIO,
+    kubernetes_version: str = "",
+    port: int = STATIC_POD_PORT,
+) -> None:
     for profile in load_profiles(path):
         metadata = profile.get("metadata") or {}
         name = str(metadata.get("name") or "")
@@ -115,21 +131,44 @@ def render(path: Path, *, static: bool, kubeconfig: str, out: TextIO, warn: Text
         verdict = validate_spec(spec, custom_image=is_custom_image(spec))
         namespace = str(metadata.get("namespace") or "default")
         verdict.errors += lock_problems(lease_lock(spec, name, namespace))
+        if elsewhere := foreign_lock_namespace(spec, namespace):
+            verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
         if not verdict.valid:
             raise RenderError(f"SchedulerProfile {name} is invalid: {verdict.summary()}")
         for problem in verdict.warnings:
             warn.write(f"warning: {problem}\n")
         if static:
+            version = _static_pod_version(spec, kubernetes_version, kubeconfig)
             out.write(
                 f"# kube-scheduler {name} as a static Pod: save this in the node's "
                 "/etc/kubernetes/manifests/,\n"
                 f"# and its configuration in {static_config_dir(name)}/config.yaml:\n"
                 f"#   kubeherd render schedulerprofile -f {path} "
-                f"--kubeconfig {STATIC_POD_KUBECONFIG}\n"
+                f"--kubeconfig {kubeconfig}\n"
                 "# With leader election, the node's system:kube-scheduler user also needs "
                 "get and update on its Lease.\n"
             )
-            out.write(yaml.safe_dump(static_pod(spec, name), sort_keys=False))
+            pod = static_pod(spec, name, version, port=port, kubeconfig=kubeconfig)
+            out.write(yaml.safe_dump(pod, sort_keys=False))
         else:
             out.write(configuration_yaml(render_configuration(spec, name, namespace, kubeconfig)))
         out.write("---\n")
+
+
+def _static_pod_version(spec: dict[str, Any], kubernetes_version: str, kubeconfig: str) -> str:
+    """The release whose official image the static Pod runs; the checks a static Pod needs
+    because nothing corrects it later."""
+    if not kubeconfig:
+        raise RenderError(
+            "a static Pod has no service account to log in with: give --kubeconfig (the "
+            f"node's scheduler kubeconfig, {STATIC_POD_KUBECONFIG} on kubeadm)"
+        )
+    release = release_version(kubernetes_version) if kubernetes_version else None
+    if kubernetes_version and release is None:
+        raise RenderError(f"--kubernetes-version {kubernetes_version!r} names no release")
+    if release is None and not spec.get("image"):
+        raise RenderError(
+            "give --kubernetes-version (the node's, as `kubelet --version` prints it) or "
+            "spec.image: the scheduler must match the node's control plane"
+        )
+    return release or ""
