@@ -133,7 +133,7 @@ def test_an_invalid_pod_refuses_with_the_api_servers_message_per_field() -> None
     assert review.refusal == 'spec.template.spec.containers[1].name: Duplicate value: "a"'
 
 
-def test_several_refusals_are_listed_as_the_api_server_lists_them() -> None:
+def test_several_refusals_are_listed_as_kubectl_lists_the_api_servers() -> None:
     review = pod_template_review(
         422,
         invalid(
@@ -142,8 +142,8 @@ def test_several_refusals_are_listed_as_the_api_server_lists_them() -> None:
         ),
     )
     assert review.refusal == (
-        "[spec.template.spec.containers[0].ports[0].containerPort: Required value, "
-        "spec.template.spec.volumes[0].name: Required value]"
+        "\n* spec.template.spec.containers[0].ports[0].containerPort: Required value"
+        "\n* spec.template.spec.volumes[0].name: Required value"
     )
 
 

@@ -131,7 +131,8 @@ def _template_message(message: str) -> str:
 
 
 def _as_api_list(texts: Sequence[str]) -> str:
-    """As the API server joins several errors in one message: `[a, b]`, one error as is."""
+    """Several errors one per line, as kubectl shows the API server's own refusal of a
+    DaemonSet with several invalid fields; one error as is."""
     if len(texts) == 1:
         return texts[0]
-    return "[" + ", ".join(texts) + "]"
+    return "".join(f"\n* {text}" for text in texts)
