@@ -23,7 +23,7 @@ from kubeherd.admission.webhook import (
 )
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import IndexedNodes, IndexedPods
-from kubeherd.kube.client import Kind, Kube
+from kubeherd.kube.client import Kind, Kube, KubeError
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.handlers import IndexedClaims
@@ -69,7 +69,13 @@ async def admission_server(
     if options is None:
         logger.info("The admission webhook is off: applies are checked by the controllers only")
         return IdleServer()
-    server = await start_webhook(kube, options)
+    try:
+        server = await start_webhook(kube, options)
+    except (KubeError, OSError, RuntimeError) as error:
+        # Its certificate could not be read or stored: the controllers still work, and the
+        # webhook's absence only lets bad input through to their conditions.
+        logger.error("The admission webhook is off: no certificate to serve it (%s)", error)
+        return IdleServer()
     memo["webhook"] = server.keeper
     return server
 

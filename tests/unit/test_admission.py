@@ -174,6 +174,20 @@ def test_a_refusal_by_the_namespaces_present_state_only_warns(message: str) -> N
     assert message in review.warnings[0]
 
 
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (400, 'admission webhook "policy.example.com" does not support dry run'),
+        (400, 'admission webhook "policy.example.com" denied the request: no latest tags'),
+        (422, 'admission webhook "policy.example.com" denied the request: no hostPath'),
+    ],
+)
+def test_another_webhooks_refusal_of_the_pod_only_warns(status: int, message: str) -> None:
+    review = pod_template_review(status, {"message": message, "code": status})
+    assert not review.refusal
+    assert message in review.warnings[0]
+
+
 @pytest.mark.parametrize("status", [0, 500, 503, 504])
 def test_a_failed_check_allows_with_a_warning(status: int) -> None:
     review = pod_template_review(status, {"message": "request failed"})
@@ -209,11 +223,12 @@ def test_service_endpoints_parse() -> None:
 
 
 def test_listen_addresses() -> None:
-    every_interface = "0.0.0.0"  # noqa: S104  (what a pod behind a Service listens on)
-    assert WebhookOptions(listen=":9443").address == (every_interface, 9443)
+    every_interface = "0.0.0.0"  # noqa: S104  (what a listen address may name)
+    assert WebhookOptions(listen=":9443").address == ("", 9443)
     assert WebhookOptions(listen="127.0.0.1:0").address == ("127.0.0.1", 0)
     assert WebhookOptions(listen="[::1]:9443").address == ("::1", 9443)
     assert reachable_host(every_interface) == "127.0.0.1"
+    assert reachable_host("") == "127.0.0.1"
     assert reachable_host("127.0.0.2") == "127.0.0.2"
 
 

@@ -76,8 +76,8 @@ class WebhookOptions:
     @property
     def address(self) -> tuple[str, int]:
         host, _, port = self.listen.rpartition(":")
-        # No host (":9443"): every interface, as in a pod behind a Service.
-        return host.strip("[]") or "0.0.0.0", int(port or 0)  # noqa: S104
+        # No host (":9443"): "", every interface (IPv4 and IPv6), as in a pod behind a Service.
+        return host.strip("[]"), int(port or 0)
 
     @property
     def secret_name(self) -> str:
@@ -88,6 +88,8 @@ class WebhookOptions:
 
 def reachable_host(listen_host: str) -> str:
     """The address the API server dials for a URL webhook listening on `listen_host`."""
+    if not listen_host:
+        return "127.0.0.1"
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(listen_host).is_unspecified:
             return "127.0.0.1"

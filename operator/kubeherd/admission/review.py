@@ -19,6 +19,8 @@ from kubeherd.scheduler.validation import Verdict
 # that the pod's name (derived from it, as the controller derives it) never meets a real one.
 CHECKED_NODE = "kubeherd-admission-check"
 CHECKED_REVISION = "admission"
+# How the API server begins an admission webhook's refusal.
+ADMISSION_WEBHOOK = 'admission webhook "'
 
 
 @dataclass(frozen=True)
@@ -99,11 +101,16 @@ def pod_template_review(status_code: int, status: Mapping[str, Any]) -> Review:
     DaemonSet refuses too). Allowed with a warning: a 403 Forbidden, which is admission of the
     namespace's present state (a ResourceQuota, a LimitRange, Pod Security, a ServiceAccount or
     PriorityClass not created yet), as the API server accepts such a DaemonSet and its pods
-    wait; and any failure of the check itself, as an operator that cannot check never blocks.
+    wait; the same for another admission webhook's refusal of the pod; and any failure of the
+    check itself, as an operator that cannot check never blocks.
     """
     if 200 <= status_code < 300 or status_code == 409:
         return ALLOWED
     message = str(status.get("message") or f"HTTP {status_code}")
+    if ADMISSION_WEBHOOK in message:
+        # Another webhook's verdict on pods (a policy engine's, or one that cannot dry-run):
+        # the cluster's present policy, not the API server's own checks.
+        return Review(warnings=(f"the daemon pods would be refused now: {message}",))
     if status_code == 422:
         causes = (status.get("details") or {}).get("causes") or []
         if causes:

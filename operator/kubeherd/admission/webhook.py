@@ -165,7 +165,7 @@ async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServe
     keeper = ConfigurationKeeper(kube, options, certificate)
     return ConfiguringServer(
         keeper,
-        addr=host,
+        addr=host or None,  # None: every interface
         port=port or None,
         host=reachable_host(host),
         cadata=certificate.ca,
