@@ -42,6 +42,10 @@ def _run(options: argparse.Namespace) -> int:
         else None,
         namespaces=tuple(options.namespace or ()),
         webhook=_webhook_options(options),
+        # Named with the webhook off: the configuration an earlier run left, to delete.
+        stale_webhook_configuration=""
+        if options.webhook_listen
+        else (options.webhook_configuration or ""),
     )
     kopf.run(
         # Without --peering this is the only instance (the chart's single replica): no peering
@@ -67,7 +71,7 @@ def _webhook_options(options: argparse.Namespace) -> WebhookOptions | None:
     return WebhookOptions(
         listen=options.webhook_listen,
         service=options.webhook_service,
-        configuration=options.webhook_configuration,
+        configuration=options.webhook_configuration or WebhookOptions.configuration,
         owner=options.webhook_owner,
     )
 
@@ -102,9 +106,9 @@ def _add_webhook(run: argparse.ArgumentParser) -> None:
     )
     webhook.add_argument(
         "--webhook-configuration",
-        default="kubeherd",
         metavar="NAME",
-        help="the ValidatingWebhookConfiguration kubeherd keeps (default: %(default)s)",
+        help="the ValidatingWebhookConfiguration kubeherd keeps (default: kubeherd); with "
+        "--webhook-listen= (off), the one to delete if an earlier run left it",
     )
     webhook.add_argument(
         "--webhook-owner",

@@ -19,6 +19,7 @@ from kubeherd.admission.webhook import (
     IdleServer,
     in_cluster,
     is_loopback_url,
+    remove_configuration,
     start_webhook,
 )
 from kubeherd.daemonset.controller import DaemonSetController
@@ -50,6 +51,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         kube, nodes, pods, max_create_backoff=options.max_create_backoff
     )
     settings.admission.server = await admission_server(kube, options.webhook, memo)
+    if options.webhook is None and options.stale_webhook_configuration:
+        await remove_configuration(kube, options.stale_webhook_configuration)
     claims = IndexedClaims()
     memo["scheduler_claims"] = claims
     memo["schedulers"] = SchedulerProfileController(

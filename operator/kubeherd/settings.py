@@ -32,6 +32,9 @@ class OperatorOptions:
     # The admission webhook (`--webhook-*`); None: off. listen "auto": on when the API server
     # runs on this machine (see main.admission_server).
     webhook: WebhookOptions | None = field(default_factory=lambda: WebhookOptions(listen="auto"))
+    # With the webhook off: a configuration of kubeherd's to delete (the chart's, once turned
+    # off), so that the API server stops calling a webhook nobody serves.
+    stale_webhook_configuration: str = ""
     # kopf.run's stop flag: set when a peer outranks this replica (see `demoted`), and by the
     # cleanup handler when a signal stops the operator. An asyncio.Event, which Kopf awaits in
     # its loop; a threading.Event Kopf waits for in an executor thread, which asyncio.run joins

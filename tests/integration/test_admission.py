@@ -241,3 +241,38 @@ def test_with_the_operator_down_applies_go_through_and_the_controller_says_why(
     assert accepted.returncode == 0, accepted.stderr
     invalid = schedulerprofiles.wait_for("bad", "Valid", "False")
     assert "NoSuchPlugin is not a plugin" in condition(invalid, "Valid")["message"]
+
+
+def test_an_operator_with_the_webhook_turned_off_deletes_the_configuration_left(
+    webhook: OperatorProcess,
+    local_cluster: LocalCluster,
+    operator_kubeconfig: Path,
+    kubectl: Kubectl,
+    other_namespace: str,
+) -> None:
+    """As the chart runs it with webhook.enabled=false: the API server stops calling a webhook
+    nobody serves."""
+    webhook.stop()
+    assert (
+        kubectl("get", "validatingwebhookconfiguration", CONFIGURATION, check=False).returncode == 0
+    )
+    turned_off = OperatorProcess(
+        local_cluster,
+        name="webhook-off",
+        arguments=(f"--webhook-configuration={CONFIGURATION}", f"--namespace={other_namespace}"),
+        kubeconfig=operator_kubeconfig,
+    )
+    turned_off.start()
+    try:
+        eventually(
+            lambda: (
+                kubectl(
+                    "get", "validatingwebhookconfiguration", CONFIGURATION, check=False
+                ).returncode
+                != 0
+            ),
+            what="the configuration to be deleted",
+        )
+    finally:
+        turned_off.stop()
+    assert f"deleted ValidatingWebhookConfiguration {CONFIGURATION}" in turned_off.output()

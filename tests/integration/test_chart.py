@@ -152,7 +152,8 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
             "secrets": [r for d in documents if d["kind"] == "Role" for r in d["rules"]],
         }  # fmt: skip
 
-    assert webhook_parts(render()) == {
+    on = webhook_parts(render())
+    assert on == {
         "args": [
             "--webhook-listen=:9443",
             "--webhook-service=ops/kh-kubeherd-webhook",
@@ -165,7 +166,7 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
             {
                 "apiGroups": ["admissionregistration.k8s.io"],
                 "resources": ["validatingwebhookconfigurations"],
-                "verbs": ["create", "patch"],
+                "verbs": ["get", "create", "patch", "delete"],
                 "resourceNames": ["kh-kubeherd"],
             }
         ],
@@ -180,10 +181,12 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
             },
         ],
     }
-    assert webhook_parts(render("--set", "webhook.enabled=false")) == {
-        "args": ["--webhook-listen="],
+    off = webhook_parts(render("--set", "webhook.enabled=false"))
+    assert off == {
+        # Off: the configuration an earlier release's operator wrote is deleted.
+        "args": ["--webhook-listen=", "--webhook-configuration=kh-kubeherd"],
         "ports": ["health"],
-        "configuration": [],
+        "configuration": on["configuration"],
         "services": [],
         "secrets": [],
     }

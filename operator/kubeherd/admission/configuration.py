@@ -25,6 +25,8 @@ CHECKS = {
 # Well below the API server's 10 s default: a slow operator delays an apply by this at most,
 # and then (failurePolicy Ignore) the apply goes through unchecked.
 TIMEOUT_SECONDS = 5
+# Marks the configuration as kubeherd's: the only one it ever deletes.
+MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def webhook_configuration(
     `helm uninstall`, takes the configuration with it."""
     metadata: dict[str, Any] = {
         "name": name,
-        "labels": {"app.kubernetes.io/managed-by": "kubeherd"},
+        "labels": {MANAGED_BY: "kubeherd"},
     }
     if owner is not None:
         metadata["ownerReferences"] = [

@@ -25,6 +25,7 @@ from kopf._cogs.structs import reviews
 from kubeherd.admission.certificates import ServingCertificate, issue
 from kubeherd.admission.configuration import (
     CHECKS,
+    MANAGED_BY,
     WebhookOptions,
     reachable_host,
     webhook_configuration,
@@ -172,6 +173,25 @@ async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServe
         certfile=certfile,
         pkeyfile=keyfile,
     )
+
+
+async def remove_configuration(kube: Kube, name: str) -> None:
+    """Delete the configuration, if kubeherd made it: with the webhook turned off, the API
+    server would otherwise keep calling a webhook nobody serves (failing open, but slowly when
+    the address does not answer)."""
+    try:
+        existing = await kube.get_object(CONFIGURATION, None, name)
+    except KubeError as error:
+        logger.error("ValidatingWebhookConfiguration %s not read: %s", name, error)
+        return
+    labels = (existing or {}).get("metadata", {}).get("labels") or {}
+    if existing is None or labels.get(MANAGED_BY) != "kubeherd":
+        return
+    outcome = await kube.delete_object(CONFIGURATION, None, name, existing["metadata"]["uid"])
+    if outcome.ok or outcome.not_found:
+        logger.info("The webhook is off: deleted ValidatingWebhookConfiguration %s", name)
+    else:
+        logger.error("ValidatingWebhookConfiguration %s not deleted: %s", name, outcome.message)
 
 
 def now() -> datetime.datetime:
