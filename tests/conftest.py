@@ -107,6 +107,9 @@ def kind_chart_values(folder: Path) -> list[str]:
     repository, _, tag = os.environ[KIND_OPERATOR_IMAGE].rpartition(":")
     values = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        # As the local process the session runs otherwise (tests/helpers.py OperatorProcess):
+        # the tests specify the controllers and create what the webhook would refuse.
+        "webhook": {"enabled": False},
         "tolerations": [{"operator": "Exists"}],
         "affinity": {
             "nodeAffinity": {

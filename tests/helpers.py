@@ -147,6 +147,10 @@ class OperatorProcess(KubeherdProcess):
             # Leader changes show in a SchedulerProfile's status within a second.
             "--scheduler-status-interval=1",
             "--verbose",
+            # No admission webhook: the session's tests specify the controllers, and most of
+            # them create what the webhook would refuse. tests/integration/test_admission.py
+            # runs an operator with it (a later --webhook-listen wins).
+            "--webhook-listen=",
         )
         super().__init__(
             kubeconfig or cluster.kubeconfig,

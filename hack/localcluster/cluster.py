@@ -423,6 +423,12 @@ class LocalCluster:
                 f"--kubelet-client-certificate={pki.kubelet_client_cert}",
                 f"--kubelet-client-key={pki.kubelet_client_key}",
                 "--kubelet-preferred-address-types=InternalIP,Hostname",
+                # Admission webhooks behind a Service (the chart's) are dialled at a ready
+                # endpoint's pod IP, not at the ClusterIP: from this machine, kube-proxy's DNAT
+                # of the API server's own packets is not re-routed to the node's bridge, and the
+                # real node's guard rejects them. API servers outside the pod network (managed
+                # control planes) reach webhooks the same way.
+                "--enable-aggregator-routing=true",
             ],
         )
         self._wait_until("kube-apiserver", self._apiserver_ready, "/readyz")

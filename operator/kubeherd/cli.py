@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
+from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
 from kubeherd.kube.client import WriteLimits
 from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions
@@ -39,6 +41,11 @@ def _run(options: argparse.Namespace) -> int:
         if options.peering
         else None,
         namespaces=tuple(options.namespace or ()),
+        webhook=_webhook_options(options),
+        # Named with the webhook off: the configuration an earlier run left, to delete.
+        stale_webhook_configuration=""
+        if options.webhook_listen
+        else (options.webhook_configuration or ""),
     )
     kopf.run(
         # Without --peering this is the only instance (the chart's single replica): no peering
@@ -56,6 +63,60 @@ def _run(options: argparse.Namespace) -> int:
     )
     # A replica that was outranked after it had been active exits non-zero, to be restarted.
     return 1 if operator_options.demoted.is_set() else 0
+
+
+def _webhook_options(options: argparse.Namespace) -> WebhookOptions | None:
+    if not options.webhook_listen:
+        return None
+    return WebhookOptions(
+        listen=options.webhook_listen,
+        service=options.webhook_service,
+        configuration=options.webhook_configuration or WebhookOptions.configuration,
+        owner=options.webhook_owner,
+    )
+
+
+def _service(text: str) -> ServiceEndpoint:
+    try:
+        return ServiceEndpoint.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_webhook(run: argparse.ArgumentParser) -> None:
+    webhook = run.add_argument_group(
+        "admission webhook",
+        "refuses invalid CustomDaemonSets and SchedulerProfiles at kubectl apply "
+        "(failurePolicy Ignore: an operator that is down blocks nothing)",
+    )
+    webhook.add_argument(
+        "--webhook-listen",
+        default=os.environ.get("KUBEHERD_WEBHOOK_LISTEN", "auto"),
+        metavar="HOST:PORT",
+        help="where to serve it; port 0: any free port; empty: no webhook; 'auto' (default): "
+        "on 127.0.0.1 when the API server is on this machine (the local cluster), else off "
+        "(env KUBEHERD_WEBHOOK_LISTEN)",
+    )
+    webhook.add_argument(
+        "--webhook-service",
+        type=_service,
+        metavar="NAMESPACE/NAME[:PORT]",
+        help="the Service the API server calls it through (the chart's); its replicas share "
+        "a certificate in the Secret NAME-tls; default: by URL, at the listen address",
+    )
+    webhook.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the ValidatingWebhookConfiguration kubeherd keeps (default: kubeherd); with "
+        "--webhook-listen= (off), the one to delete if an earlier run left it",
+    )
+    webhook.add_argument(
+        "--webhook-owner",
+        default="",
+        metavar="CLUSTERROLE",
+        help="a ClusterRole that owns the configuration, so that deleting it (helm "
+        "uninstall) deletes the configuration",
+    )
 
 
 def _crds(options: argparse.Namespace) -> int:
@@ -242,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a replica counts as alive after its last renewal: the longest a standby "
         "waits to take over from one that died (default: %(default)s)",
     )
+    _add_webhook(run)
     run.add_argument("-v", "--verbose", action="store_true", help="log more")
     run.add_argument("--debug", action="store_true", help="log everything")
     run.set_defaults(handler=_run)

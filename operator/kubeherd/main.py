@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import kopf
 
 # Imported for their decorators, which register the handlers of each kind.
+import kubeherd.admission.webhook
 import kubeherd.daemonset.handlers
 import kubeherd.scheduler.handlers  # noqa: F401
+from kubeherd.admission.configuration import WebhookOptions
+from kubeherd.admission.webhook import (
+    AUTO,
+    ConfigurationKeeper,
+    IdleServer,
+    in_cluster,
+    is_loopback_url,
+    remove_configuration,
+    start_webhook,
+)
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import IndexedNodes, IndexedPods
-from kubeherd.kube.client import Kind, Kube
+from kubeherd.kube.client import Kind, Kube, KubeError
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.handlers import IndexedClaims
 from kubeherd.settings import OperatorOptions, configure
 
 logger = logging.getLogger(__name__)
+# `--webhook-listen=auto` on a machine that runs the API server: loopback, any free port.
+LOCAL_LISTEN = "127.0.0.1:0"
 
 
 @kopf.on.startup()
@@ -36,11 +50,37 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo["daemonsets"] = DaemonSetController(
         kube, nodes, pods, max_create_backoff=options.max_create_backoff
     )
+    settings.admission.server = await admission_server(kube, options.webhook, memo)
+    if options.webhook is None and options.stale_webhook_configuration:
+        await remove_configuration(kube, options.stale_webhook_configuration)
     claims = IndexedClaims()
     memo["scheduler_claims"] = claims
     memo["schedulers"] = SchedulerProfileController(
         kube, claims, status_interval=options.scheduler_status_interval
     )
+
+
+async def admission_server(
+    kube: Kube, options: WebhookOptions | None, memo: kopf.Memo
+) -> kopf.WebhookServerProtocol:
+    """Kopf's admission server: the webhook's, or (turned off) one that serves nothing."""
+    if options is not None and options.listen == AUTO:
+        # The API server must be able to dial this process: only sure when it runs on this
+        # machine and the operator does not run in a pod (the chart names its Service).
+        local = not in_cluster() and is_loopback_url(kube.server_url)
+        options = dataclasses.replace(options, listen=LOCAL_LISTEN) if local else None
+    if options is None:
+        logger.info("The admission webhook is off: applies are checked by the controllers only")
+        return IdleServer()
+    try:
+        server = await start_webhook(kube, options)
+    except (KubeError, OSError, RuntimeError) as error:
+        # Its certificate could not be read or stored: the controllers still work, and the
+        # webhook's absence only lets bad input through to their conditions.
+        logger.error("The admission webhook is off: no certificate to serve it (%s)", error)
+        return IdleServer()
+    memo["webhook"] = server.keeper
+    return server
 
 
 async def watch_peering(kube: Kube, options: OperatorOptions, clusterwide: bool) -> PeeringWatch:
@@ -77,6 +117,9 @@ async def stop_operator(memo: kopf.Memo) -> None:
     options: OperatorOptions | None = memo.get("options")
     if options is not None:
         options.stopping.set()
+    keeper: ConfigurationKeeper | None = memo.get("webhook")
+    if keeper is not None:
+        await keeper.stop()
     watch: PeeringWatch | None = memo.get("peering")
     if watch is not None:
         await watch.stop()

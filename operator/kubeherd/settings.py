@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 
+from kubeherd.admission.configuration import WebhookOptions
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
 from kubeherd.peering import PeeringOptions
@@ -28,6 +29,12 @@ class OperatorOptions:
     peering: PeeringOptions | None = None
     # The namespaces watched (`--namespace`); empty: all of them.
     namespaces: tuple[str, ...] = ()
+    # The admission webhook (`--webhook-*`); None: off. listen "auto": on when the API server
+    # runs on this machine (see main.admission_server).
+    webhook: WebhookOptions | None = field(default_factory=lambda: WebhookOptions(listen="auto"))
+    # With the webhook off: a configuration of kubeherd's to delete (the chart's, once turned
+    # off), so that the API server stops calling a webhook nobody serves.
+    stale_webhook_configuration: str = ""
     # kopf.run's stop flag: set when a peer outranks this replica (see `demoted`), and by the
     # cleanup handler when a signal stops the operator. An asyncio.Event, which Kopf awaits in
     # its loop; a threading.Event Kopf waits for in an executor thread, which asyncio.run joins
@@ -91,3 +98,6 @@ def configure(settings: kopf.OperatorSettings, peering: PeeringOptions | None = 
     settings.execution.default_backoff = 10
     # Every handler is async; should a sync one ever be added, it runs in a small, bounded pool.
     settings.execution.max_workers = 4
+    # kubeherd keeps its webhook configuration itself (kubeherd/admission): Kopf's would set a
+    # 30 s timeout, and each replica would write its own CA.
+    settings.admission.managed = None

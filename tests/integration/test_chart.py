@@ -66,6 +66,9 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
         "CustomResourceDefinition",
         "CustomResourceDefinition",
         "Deployment",
+        "Role",
+        "RoleBinding",
+        "Service",
         "ServiceAccount",
     ]
     crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
@@ -129,6 +132,64 @@ def test_every_replica_gets_its_pod_name_as_identity(binaries: Binaries) -> None
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
 
         assert pod_id in container.get("env", []), values
+
+
+def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) -> None:
+    def render(*values: str) -> list[dict[str, Any]]:
+        rendered = helm(binaries, "template", "kh", str(CHART), "-n", "ops", *values).stdout
+        return [d for d in yaml.safe_load_all(rendered) if d]
+
+    def webhook_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
+        (deployment,) = (d for d in documents if d["kind"] == "Deployment")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        (role,) = (d for d in documents if d["kind"] == "ClusterRole")
+        return {
+            "args": [a for a in container["args"] if a.startswith("--webhook")],
+            "ports": [p["name"] for p in container["ports"]],
+            "configuration": [r for r in role["rules"]
+                              if r["resources"] == ["validatingwebhookconfigurations"]],
+            "services": [d["metadata"]["name"] for d in documents if d["kind"] == "Service"],
+            "secrets": [r for d in documents if d["kind"] == "Role" for r in d["rules"]],
+        }  # fmt: skip
+
+    on = webhook_parts(render())
+    assert on == {
+        "args": [
+            "--webhook-listen=:9443",
+            "--webhook-service=ops/kh-kubeherd-webhook",
+            "--webhook-configuration=kh-kubeherd",
+            "--webhook-owner=kh-kubeherd",
+        ],
+        "ports": ["health", "webhook"],
+        # Its own configuration only, by name.
+        "configuration": [
+            {
+                "apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["validatingwebhookconfigurations"],
+                "verbs": ["get", "create", "patch", "delete"],
+                "resourceNames": ["kh-kubeherd"],
+            }
+        ],
+        "services": ["kh-kubeherd-webhook"],
+        "secrets": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "verbs": ["get", "update"],
+                "resourceNames": ["kh-kubeherd-webhook-tls"],
+            },
+        ],
+    }
+    off = webhook_parts(render("--set", "webhook.enabled=false"))
+    assert off == {
+        # Off: the configuration an earlier release's operator wrote is deleted.
+        "args": ["--webhook-listen=", "--webhook-configuration=kh-kubeherd"],
+        "ports": ["health"],
+        "configuration": on["configuration"],
+        "services": [],
+        "secrets": [],
+    }
 
 
 def test_a_mistyped_value_is_refused(binaries: Binaries) -> None:

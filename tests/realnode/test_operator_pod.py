@@ -6,6 +6,7 @@ or benchmark packages."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 import tomllib
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import watch
 
 from tests.helpers import REPO, eventually
@@ -195,6 +197,118 @@ def test_two_replicas_hand_over_when_the_active_pod_is_deleted(
     eventually(took_over, timeout=30, what="the standby replica to become active")
     assert time.monotonic() - started < 30
     assert len(pods) == 2
+
+
+DENIED = 'admission webhook "{}.kubeherd.io" denied the request: '
+
+
+def duplicate_container_names() -> dict[str, Any]:
+    manifest = box_daemonset("duplicates", "sleep 3600")
+    (box,) = manifest["spec"]["template"]["spec"]["containers"]
+    manifest["spec"]["template"]["spec"]["containers"] = [box, box]
+    return manifest
+
+
+def kube_schedulers_lease() -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeherd.io/v1alpha1",
+        "kind": "SchedulerProfile",
+        "metadata": {"name": "borrower"},
+        "spec": {
+            "profiles": [{"schedulerName": "borrower"}],
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceName": "kube-scheduler",
+                "resourceNamespace": "kube-system",
+            },
+        },
+    }
+
+
+def dry_run_apply(real: RealCluster, namespace: str, manifest: dict[str, Any]) -> Any:
+    """`kubectl apply --dry-run=server`: admission runs in full, nothing is stored."""
+    return subprocess.run(
+        real.kubectl.command("-n", namespace, "apply", "--dry-run=server", "-f", "-"),
+        input=yaml.safe_dump(manifest),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def refused_by_the_webhook(real: RealCluster, namespace: str, manifest: dict[str, Any]) -> str:
+    """kubectl's complaint, once the operator has written its configuration and the API server
+    calls the webhook (through the chart's Service, with the operator's certificate)."""
+
+    def complaint() -> str | None:
+        result = dry_run_apply(real, namespace, manifest)
+        return result.stderr if result.returncode != 0 else None
+
+    return eventually(complaint, timeout=60, what="the webhook to refuse")
+
+
+def webhook_endpoints(real: RealCluster) -> set[str]:
+    slices = real.kubectl(
+        "get", "endpointslices", "-n", RELEASE_NAMESPACE,
+        "-l", "kubernetes.io/service-name=kubeherd-webhook", "-o", "json",
+    )  # fmt: skip
+    return {
+        address
+        for item in json.loads(slices.stdout)["items"]
+        for endpoint in item.get("endpoints") or []
+        if (endpoint.get("conditions") or {}).get("ready")
+        for address in endpoint["addresses"]
+    }
+
+
+def test_the_charts_webhook_refuses_a_bad_customdaemonset_and_schedulerprofile(
+    chart_operator: RealCluster,
+) -> None:
+    with real_namespace(chart_operator, "webhook") as namespace:
+        daemonset = refused_by_the_webhook(chart_operator, namespace, duplicate_container_names())
+        profile = refused_by_the_webhook(chart_operator, namespace, kube_schedulers_lease())
+
+        stored = chart_operator.kubectl("get", "-n", namespace, "cds,sp", "-o", "name").stdout
+    assert DENIED.format("customdaemonsets") in daemonset
+    assert 'spec.template.spec.containers[1].name: Duplicate value: "box"' in daemonset
+    assert DENIED.format("schedulerprofiles") in profile
+    assert "spec.leaderElection.resourceName: Lease kube-system/kube-scheduler" in profile
+    assert stored.strip() == ""
+    configuration = json.loads(
+        chart_operator.kubectl(
+            "get", "validatingwebhookconfiguration", "kubeherd", "-o", "json"
+        ).stdout
+    )
+    assert configuration["metadata"]["ownerReferences"][0]["kind"] == "ClusterRole"
+    for webhook in configuration["webhooks"]:
+        assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == ("Ignore", 5)
+
+
+def test_both_replicas_serve_the_webhook_with_one_certificate(
+    restore_release: RealCluster,
+) -> None:
+    """The standby serves too (peering pauses only the watches), with the certificate the
+    replicas share: every request is refused, whichever pod the Service sends it to."""
+    real = restore_release
+    real.install_chart(replicaCount=2)
+    pods = wait_for_ready_operators(real, 2)
+    # Only these two behind the Service: a replaced pod that stops serves no more (and the
+    # API server lets the request through, failurePolicy Ignore).
+    eventually(
+        lambda: webhook_endpoints(real) == {pod.status.pod_ip for pod in pods},
+        what="the Service's endpoints to be the two replicas",
+    )
+    with real_namespace(real, "webhook-ha") as namespace:
+        refused_by_the_webhook(real, namespace, duplicate_container_names())
+
+        answers = [dry_run_apply(real, namespace, duplicate_container_names()) for _ in range(16)]
+
+    assert all(DENIED.format("customdaemonsets") in a.stderr for a in answers), [
+        a.stdout + a.stderr for a in answers if a.returncode == 0
+    ]
+    logs = [real.kubectl("logs", "-n", RELEASE_NAMESPACE, pod.metadata.name).stdout for pod in pods]
+    assert sum("stored a new webhook certificate" in log for log in logs) <= 1
 
 
 def dependency_group_packages(group: str) -> set[str]:

@@ -28,3 +28,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kubeherd.peered" -}}
 {{- if gt (int .Values.replicaCount) 1 -}}true{{- end -}}
 {{- end -}}
+
+{{/* The webhook's Service; the Secret of its certificate is this name and "-tls". */}}
+{{- define "kubeherd.webhookService" -}}
+{{- printf "%s-webhook" (include "kubeherd.fullname" .) | trunc 59 | trimSuffix "-" -}}
+{{- end -}}

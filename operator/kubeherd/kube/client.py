@@ -79,6 +79,21 @@ KINDS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): Kind(
         _RBAC, "clusterrolebindings", "ClusterRoleBinding", namespaced=False
     ),
+    # The admission webhook's own objects: its configuration, the Secret its replicas share,
+    # and the chart's ClusterRole, which owns the configuration (see kubeherd/admission).
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): Kind(
+        _RBAC, "clusterroles", "ClusterRole", namespaced=False
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): Kind(
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        namespaced=False,
+    ),
+    ("v1", "Secret"): Kind("/api/v1", "secrets", "Secret"),
+    ("kubeherd.io/v1alpha1", "SchedulerProfile"): Kind(
+        f"/apis/{GROUP}/{VERSION}", "schedulerprofiles", "SchedulerProfile"
+    ),
 }
 
 
@@ -125,6 +140,15 @@ class Outcome:
         return self.status == 403 and "because it is being terminated" in self.message
 
 
+@dataclass(frozen=True)
+class DryRun:
+    """The API server's answer to a dry-run create: the status code and the body (the object
+    on success, a Status on refusal)."""
+
+    status: int
+    body: Mapping[str, Any]
+
+
 class KubeError(Exception):
     """A request the API server refused; the message is its own."""
 
@@ -158,6 +182,11 @@ class Kube:
         api_client = PlainJsonApiClient(configuration)
         without_environment_proxies(api_client)
         return cls(api_client, limits)
+
+    @property
+    def server_url(self) -> str:
+        """The API server's URL, as the kubeconfig (or the pod's environment) gives it."""
+        return str(self._api_client.configuration.host)
 
     async def close(self) -> None:
         await asyncio.gather(*self._posting, return_exceptions=True)
@@ -247,6 +276,37 @@ class Kube:
             body=dict(manifest),
             content_type=APPLY_PATCH,
         )
+
+    async def replace_object(self, kind: Kind, manifest: Mapping[str, Any]) -> Outcome:
+        """PUT: refused with 409 unless metadata.resourceVersion is still the current one."""
+        metadata = manifest["metadata"]
+        path = kind.path(metadata.get("namespace"), metadata["name"])
+        return await self._write(self._call, "PUT", path, body=dict(manifest))
+
+    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> DryRun:
+        """What the API server answers to creating the pod, without creating it: its status
+        code and its Status (with the field of each refusal).
+
+        Outside the write limits: an admission review waits for this, and the API server gives
+        the whole review a few seconds; a rollout's queue of pod creates must not delay it."""
+        try:
+            response = await self._call(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/pods",
+                query=[("dryRun", "All"), ("fieldValidation", "Strict")],
+                body=dict(pod),
+            )
+        except (TimeoutError, OSError, aiohttp.ClientError) as error:
+            return DryRun(0, {"message": f"request failed: {error}"})
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        try:
+            status = json.loads(body)
+        except ValueError:
+            status = {"message": body[:200].decode(errors="replace")}
+        return DryRun(response.status, status if isinstance(status, dict) else {})
 
     async def create_object(self, kind: Kind, manifest: Mapping[str, Any]) -> Outcome:
         namespace = manifest["metadata"].get("namespace")

@@ -66,6 +66,7 @@ from kubeherd.scheduler.status import (
 from kubeherd.scheduler.validation import (
     Claim,
     Problem,
+    Verdict,
     lease_claim,
     lock_problems,
     names_taken_before,
@@ -256,21 +257,7 @@ class SchedulerProfileController:
     async def _converge(self, state: ProfileState) -> None:
         body, generation, owner = state.body, state.generation, state.owner
         spec: Mapping[str, Any] = body.get("spec") or {}
-        taken = names_taken_before(self.claims.claims(), claims_of(body))
-        verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
-        verdict.errors += lock_problems(state.lock)
-        if elsewhere := foreign_lock_namespace(spec, owner.namespace):
-            verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
-        lock_holder = taken.get(lease_claim(state.lock))
-        if lock_holder:
-            verdict.errors.append(
-                Problem(
-                    "spec.leaderElection.resourceName",
-                    f"{lease_claim(state.lock)} is the lock of SchedulerProfile {lock_holder}: "
-                    "two schedulers on one Lease take turns, one always idle; choose another "
-                    "resourceName",
-                )
-            )
+        verdict = profile_verdict(body, self.claims.claims())
         for warning in verdict.warnings:
             self._warn_once(state, "UnverifiedPlugin", str(warning))
         image = None
@@ -607,6 +594,33 @@ def state_key(state: ProfileState) -> Key:
 def _running_names(body: Mapping[str, Any]) -> set[str]:
     names = str((body.get("status") or {}).get("schedulerNames") or "")
     return {name.strip() for name in names.split(",") if name.strip()}
+
+
+def profile_verdict(body: Mapping[str, Any], claims: Iterable[Claim]) -> Verdict:
+    """kubeherd's verdict on a SchedulerProfile: kube-scheduler's own checks, the scheduler
+    names and Lease other SchedulerProfiles (`claims`, which may include this one's) hold first,
+    and the Leases kubeherd never takes. The controller and the admission webhook both give it,
+    so that what `kubectl apply` refuses is exactly what would be reported Valid=False."""
+    metadata = body["metadata"]
+    spec: Mapping[str, Any] = body.get("spec") or {}
+    lock = lease_lock(spec, str(metadata["name"]), str(metadata.get("namespace") or ""))
+    taken = names_taken_before(claims, claims_of(body))
+    verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
+    verdict.errors += lock_problems(lock)
+    # CEL cannot see the resource's namespace: the API server lets this through.
+    if elsewhere := foreign_lock_namespace(spec, str(metadata.get("namespace") or "")):
+        verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
+    lock_holder = taken.get(lease_claim(lock))
+    if lock_holder:
+        verdict.errors.append(
+            Problem(
+                "spec.leaderElection.resourceName",
+                f"{lease_claim(lock)} is the lock of SchedulerProfile {lock_holder}: "
+                "two schedulers on one Lease take turns, one always idle; choose another "
+                "resourceName",
+            )
+        )
+    return verdict
 
 
 def claims_of(body: Mapping[str, Any]) -> list[Claim]:
