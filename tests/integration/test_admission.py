@@ -215,8 +215,13 @@ def test_the_lease_of_the_clusters_scheduler_is_refused_at_apply(
 
     complaint = refused_once_served(kubectl, namespace, borrower)
 
-    assert after(DENIED_SP, complaint).startswith("spec.leaderElection.resourceName: ")
-    assert "belongs to the cluster's own kube-scheduler" in complaint
+    # Both refusals, one per line: the Lease is the cluster's scheduler's, and in another
+    # namespace than the SchedulerProfile's.
+    assert (
+        "* spec.leaderElection.resourceName: Lease kube-system/kube-scheduler belongs to the "
+        "cluster's own kube-scheduler"
+    ) in complaint
+    assert "* spec.leaderElection.resourceNamespace: " in complaint
 
 
 def test_with_the_operator_down_applies_go_through_and_the_controller_says_why(
