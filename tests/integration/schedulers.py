@@ -102,6 +102,7 @@ class SchedulerProfiles:
         reason: str | None = None,
         *,
         namespace: str | None = None,
+        timeout: float = 60,
         **fields: Any,
     ) -> dict[str, Any]:
         """The resource once its `type_` condition has `status` (and `reason`) for the current
@@ -119,7 +120,7 @@ class SchedulerProfiles:
             return None
 
         what = f"{name} {type_}={status} {reason or ''} {fields}"
-        return eventually(matches, timeout=60, what=what)
+        return eventually(matches, timeout=timeout, what=what)
 
     def events(self, name: str, reason: str | None = None) -> list[Any]:
         selector = f"involvedObject.kind=SchedulerProfile,involvedObject.name={name}"

@@ -51,6 +51,13 @@ def refusal(profiles: SchedulerProfiles, name: str, attempt: Any) -> str:
     return str(condition(body, "Valid")["message"])
 
 
+def running_hash(profiles: SchedulerProfiles, name: str) -> str:
+    """The configuration the SchedulerProfile says runs, once its rollout is over (the status
+    names a configuration only when its pods are available)."""
+    body = profiles.wait_for(name, "Progressing", "True", "RolledOut", timeout=180)
+    return str(body["status"]["configHash"])
+
+
 def default_scheduler_binds_a_pod(real: RealCluster, namespace: str, name: str) -> None:
     pod = {
         "apiVersion": "v1",
@@ -111,7 +118,7 @@ def test_an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leadin
         )
     )
     leader = leading(chart_operator, profiles, "steady")
-    running_hash = profiles.get("steady")["status"]["configHash"]
+    steady_hash = running_hash(profiles, "steady")
     # The API server passes plugin args unread; kube-scheduler refuses a weight above 100.
     refused_by_kube_scheduler = {
         "name": "NodeResourcesFit",
@@ -142,4 +149,53 @@ def test_an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leadin
     assert pod.metadata.name == leader
     assert pod.status.phase == "Running"
     assert lease_holder(chart_operator, namespace, "steady") == leader
-    assert profiles.get("steady")["status"]["configHash"] == running_hash
+    assert profiles.get("steady")["status"]["configHash"] == steady_hash
+
+
+def mounted_configuration(real: RealCluster, pod: Any) -> str:
+    """The configuration file the scheduler pod reads, as the kubelet mounted it on the node."""
+    uid = str(pod.metadata.uid)
+    volumes = real.cluster.folder / "node" / "kubelet" / "pods" / uid / "volumes"
+    (path,) = volumes.glob("kubernetes.io~configmap/*/config.yaml")
+    return path.read_text()
+
+
+def test_rollout_undo_brings_back_the_old_configuration_with_the_old_template(
+    chart_operator: RealCluster, profiles: SchedulerProfiles
+) -> None:
+    namespace = profiles.namespace
+    profiles.create(
+        scheduler_profile(
+            "undone",
+            {"schedulerName": f"{namespace}-undone"},
+            nodeSelector=ON_REAL_NODE,
+            leaderElection={**FAST_ELECTION, "resourceName": "undone"},
+        )
+    )
+    first_leader = leading(chart_operator, profiles, "undone")
+    first_hash = running_hash(profiles, "undone")
+    (first_pod,) = scheduler_pods(chart_operator, namespace, "undone")
+    first_configuration = mounted_configuration(chart_operator, first_pod)
+    assert "percentageOfNodesToScore: 0" in first_configuration
+
+    profiles.patch("undone", {"spec": {"percentageOfNodesToScore": 50}})
+    assert running_hash(profiles, "undone") != first_hash
+    second_leader = leading(chart_operator, profiles, "undone")
+    assert second_leader != first_leader
+
+    chart_operator.kubectl("rollout", "undo", "deployment/undone", "-n", namespace)
+
+    def back_to_first() -> dict[str, Any] | None:
+        body = profiles.get("undone")
+        status = body.get("status") or {}
+        rolled_back = condition(body, "Progressing").get("reason") == "RolledBack"
+        return body if rolled_back and status.get("configHash") == first_hash else None
+
+    eventually(back_to_first, timeout=180, what="the first configuration to run again")
+    leader = leading(chart_operator, profiles, "undone")
+    (pod,) = [
+        p for p in scheduler_pods(chart_operator, namespace, "undone") if p.metadata.name == leader
+    ]
+    assert pod.metadata.annotations["kubeherd.io/config-hash"] == first_hash
+    assert mounted_configuration(chart_operator, pod) == first_configuration
+    assert lease_holder(chart_operator, namespace, "undone") == leader
