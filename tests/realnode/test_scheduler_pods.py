@@ -37,6 +37,18 @@ def profiles(chart_operator: RealCluster) -> Iterator[SchedulerProfiles]:
         profiles.clean_up()
 
 
+def real_node_profile(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A SchedulerProfile of one profile named after it, whose pods run on the real node and
+    elect on a Lease of its name with short timings."""
+    return scheduler_profile(
+        name,
+        {"schedulerName": f"{namespace}-{name}"},
+        nodeSelector=ON_REAL_NODE,
+        leaderElection={**FAST_ELECTION, "resourceName": name},
+        **spec,
+    )
+
+
 def scheduler_pods(real: RealCluster, namespace: str, name: str) -> list[Any]:
     pods = real.core.list_namespaced_pod(namespace).items
     return [
@@ -103,14 +115,7 @@ def test_a_configuration_change_rolls_the_scheduler_pods_and_the_lease_moves(
     chart_operator: RealCluster, profiles: SchedulerProfiles
 ) -> None:
     namespace = profiles.namespace
-    profiles.create(
-        scheduler_profile(
-            "rolling",
-            {"schedulerName": f"{namespace}-rolling"},
-            nodeSelector=ON_REAL_NODE,
-            leaderElection={**FAST_ELECTION, "resourceName": "rolling"},
-        )
-    )
+    profiles.create(real_node_profile(namespace, "rolling"))
     first = leading(chart_operator, profiles, "rolling")
 
     profiles.patch("rolling", {"spec": {"percentageOfNodesToScore": 50}})
@@ -129,15 +134,7 @@ def test_deleting_the_leader_of_two_scheduler_pods_hands_over(
     chart_operator: RealCluster, profiles: SchedulerProfiles
 ) -> None:
     namespace = profiles.namespace
-    profiles.create(
-        scheduler_profile(
-            "pair",
-            {"schedulerName": f"{namespace}-pair"},
-            replicas=2,
-            nodeSelector=ON_REAL_NODE,
-            leaderElection={**FAST_ELECTION, "resourceName": "pair"},
-        )
-    )
+    profiles.create(real_node_profile(namespace, "pair", replicas=2))
     eventually(
         lambda: (
             len(

@@ -4,7 +4,8 @@ kube-scheduler refuses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -14,13 +15,22 @@ from kubernetes.client.exceptions import ApiException
 from localcluster.realnode import NODE_NAME
 from tests.helpers import eventually
 from tests.integration.schedulers import (
+    GROUP,
+    PLURAL,
+    VERSION,
     SchedulerProfiles,
     condition,
     scheduler_profile,
     wait_briefly,
 )
-from tests.realnode.conftest import RealCluster
-from tests.realnode.test_scheduler_pods import FAST_ELECTION, leading, lease_holder, scheduler_pods
+from tests.realnode.conftest import RELEASE, RELEASE_NAMESPACE, RealCluster
+from tests.realnode.test_scheduler_pods import (
+    FAST_ELECTION,
+    leading,
+    lease_holder,
+    real_node_profile,
+    scheduler_pods,
+)
 from tests.realnode.workloads import ON_REAL_NODE, box_container, real_namespace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
@@ -37,18 +47,62 @@ def profiles(chart_operator: RealCluster) -> Iterator[SchedulerProfiles]:
         profiles.clean_up()
 
 
-def refusal(profiles: SchedulerProfiles, name: str, attempt: Any) -> str:
-    """What a user is told when kubeherd refuses a SchedulerProfile: the API server's refusal
-    at apply (the webhook), else the Valid=False condition's message once the controller has
-    checked this generation."""
-    try:
+def refused_at_apply(attempt: Callable[[], Any]) -> str:
+    """The API server's refusal of a request, as kubectl prints it: the webhook's message."""
+    with pytest.raises(ApiException) as refused:
         attempt()
-    except ApiException as error:
-        if error.status not in (400, 403, 422):
-            raise
-        return str(error.body)
+    assert refused.value.status == 422, refused.value
+    return str(refused.value.body)
+
+
+def invalid_once_checked(profiles: SchedulerProfiles, name: str, attempt: Callable[[], Any]) -> str:
+    """With no webhook the request goes through: the Valid=False condition's message, once the
+    controller has checked this generation."""
+    attempt()
     body = profiles.wait_for(name, "Valid", "False", "InvalidSpec")
     return str(condition(body, "Valid")["message"])
+
+
+def webhook_answers(real: RealCluster, namespace: str) -> bool:
+    """Whether the API server calls kubeherd's webhook: a dry run of a SchedulerProfile on the
+    cluster's own scheduler's Lease is refused only by it."""
+    probe = scheduler_profile(
+        "probe",
+        {"schedulerName": f"{namespace}-probe"},
+        leaderElection={"resourceName": "kube-scheduler", "resourceNamespace": "kube-system"},
+    )
+    try:
+        real.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, probe, dry_run="All"
+        )
+    except ApiException as error:
+        if error.status != 422:
+            raise
+        return True
+    return False
+
+
+@pytest.fixture
+def webhook_down(chart_operator: RealCluster, profiles: SchedulerProfiles) -> Iterator[None]:
+    """kubeherd's webhook configuration deleted, as when its operator is not installed with it
+    or not there at all; the operator writes it again when it restarts."""
+    real = chart_operator
+    real.kubectl("delete", "validatingwebhookconfiguration", RELEASE)
+    eventually(
+        lambda: not webhook_answers(real, profiles.namespace),
+        timeout=30,
+        what="the API server to stop calling the webhook",
+    )
+    yield
+    real.kubectl("rollout", "restart", f"deployment/{RELEASE}", "-n", RELEASE_NAMESPACE)
+    real.kubectl(
+        "rollout", "status", f"deployment/{RELEASE}", "-n", RELEASE_NAMESPACE, "--timeout=180s"
+    )
+    eventually(
+        lambda: webhook_answers(real, profiles.namespace),
+        timeout=60,
+        what="the restarted operator's webhook to answer",
+    )
 
 
 def running_hash(profiles: SchedulerProfiles, name: str) -> str:
@@ -78,10 +132,10 @@ def default_scheduler_binds_a_pod(real: RealCluster, namespace: str, name: str) 
     assert eventually(bound, timeout=60, what=f"pod {name} to be bound") == NODE_NAME
 
 
-def test_a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_scheduling(
-    chart_operator: RealCluster, profiles: SchedulerProfiles
+def a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_scheduling(
+    real: RealCluster, profiles: SchedulerProfiles, refused: Callable[..., str]
 ) -> None:
-    leases = client.CoordinationV1Api(chart_operator.api)
+    leases = client.CoordinationV1Api(real.api)
     incumbent = leases.read_namespaced_lease("kube-scheduler", "kube-system").spec
     assert incumbent.holder_identity, "the cluster's scheduler elects on kube-system/kube-scheduler"
     manifest = scheduler_profile(
@@ -95,29 +149,39 @@ def test_a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_sched
         },
     )
 
-    message = refusal(profiles, "usurper", lambda: profiles.create(manifest))
+    message = refused(lambda: profiles.create(manifest))
 
     assert "Lease kube-system/kube-scheduler" in message
-    assert scheduler_pods(chart_operator, profiles.namespace, "usurper") == []
-    default_scheduler_binds_a_pod(chart_operator, profiles.namespace, "still-scheduled")
+    wait_briefly(ROLLOUT_SECONDS)
+    assert scheduler_pods(real, profiles.namespace, "usurper") == []
+    default_scheduler_binds_a_pod(real, profiles.namespace, "still-scheduled")
     now = leases.read_namespaced_lease("kube-scheduler", "kube-system").spec
     assert now.holder_identity == incumbent.holder_identity
     assert now.lease_transitions == incumbent.lease_transitions
 
 
-def test_an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leading(
+def test_a_profile_on_the_clusters_scheduler_lease_is_refused_at_apply(
     chart_operator: RealCluster, profiles: SchedulerProfiles
 ) -> None:
-    namespace = profiles.namespace
-    profiles.create(
-        scheduler_profile(
-            "steady",
-            {"schedulerName": f"{namespace}-steady"},
-            nodeSelector=ON_REAL_NODE,
-            leaderElection={**FAST_ELECTION, "resourceName": "steady"},
-        )
+    a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_scheduling(
+        chart_operator, profiles, refused_at_apply
     )
-    leader = leading(chart_operator, profiles, "steady")
+
+
+def test_without_the_webhook_that_profile_is_invalid_and_runs_nothing(
+    chart_operator: RealCluster, profiles: SchedulerProfiles, webhook_down: None
+) -> None:
+    a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_scheduling(
+        chart_operator, profiles, partial(invalid_once_checked, profiles, "usurper")
+    )
+
+
+def an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leading(
+    real: RealCluster, profiles: SchedulerProfiles, refused: Callable[..., str]
+) -> None:
+    namespace = profiles.namespace
+    profiles.create(real_node_profile(namespace, "steady"))
+    leader = leading(real, profiles, "steady")
     steady_hash = running_hash(profiles, "steady")
     # The API server passes plugin args unread; kube-scheduler refuses a weight above 100.
     refused_by_kube_scheduler = {
@@ -140,16 +204,32 @@ def test_an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leadin
         }
     }
 
-    message = refusal(profiles, "steady", lambda: profiles.patch("steady", edit))
+    message = refused(lambda: profiles.patch("steady", edit))
 
     assert "scoringStrategy" in message
     assert "weight" in message
     wait_briefly(ROLLOUT_SECONDS)
-    (pod,) = scheduler_pods(chart_operator, namespace, "steady")
+    (pod,) = scheduler_pods(real, namespace, "steady")
     assert pod.metadata.name == leader
     assert pod.status.phase == "Running"
-    assert lease_holder(chart_operator, namespace, "steady") == leader
+    assert lease_holder(real, namespace, "steady") == leader
     assert profiles.get("steady")["status"]["configHash"] == steady_hash
+
+
+def test_an_edit_kube_scheduler_would_refuse_is_refused_at_apply_and_nothing_rolls(
+    chart_operator: RealCluster, profiles: SchedulerProfiles
+) -> None:
+    an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leading(
+        chart_operator, profiles, refused_at_apply
+    )
+
+
+def test_without_the_webhook_such_an_edit_is_invalid_and_nothing_rolls(
+    chart_operator: RealCluster, profiles: SchedulerProfiles, webhook_down: None
+) -> None:
+    an_edit_kube_scheduler_would_refuse_leaves_the_running_scheduler_leading(
+        chart_operator, profiles, partial(invalid_once_checked, profiles, "steady")
+    )
 
 
 def mounted_configuration(real: RealCluster, pod: Any) -> str:
@@ -164,14 +244,7 @@ def test_rollout_undo_brings_back_the_old_configuration_with_the_old_template(
     chart_operator: RealCluster, profiles: SchedulerProfiles
 ) -> None:
     namespace = profiles.namespace
-    profiles.create(
-        scheduler_profile(
-            "undone",
-            {"schedulerName": f"{namespace}-undone"},
-            nodeSelector=ON_REAL_NODE,
-            leaderElection={**FAST_ELECTION, "resourceName": "undone"},
-        )
-    )
+    profiles.create(real_node_profile(namespace, "undone"))
     first_leader = leading(chart_operator, profiles, "undone")
     first_hash = running_hash(profiles, "undone")
     (first_pod,) = scheduler_pods(chart_operator, namespace, "undone")
