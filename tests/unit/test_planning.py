@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeherd.daemonset.eligibility import NodeInfo, Taint
+from kubeherd.daemonset.eligibility import ELIGIBLE, NodeInfo, Taint
 from kubeherd.daemonset.planning import (
     MAX_FIRST_BATCH,
     NodePlan,
@@ -63,14 +63,18 @@ def plan(
     pods: dict[str, list[PodInfo]],
     spec: dict[str, Any] = SPEC,
     names: list[str] | None = None,
-    may_create: bool = True,
+    may_delete_failed: bool = True,
+    surge: SurgeRule | None = None,
+    pending: dict[str, str] | None = None,
 ) -> NodePlan:
     return plan_nodes(
         spec,
         names if names is not None else sorted(set(nodes) | set(pods)),
         nodes.get,
         lambda name: pods.get(name, []),
-        may_create=lambda _name: may_create,
+        may_delete_failed=lambda _name: may_delete_failed,
+        surge=surge,
+        pending=pending,
     )
 
 
@@ -123,17 +127,119 @@ def test_an_untolerated_no_execute_taint_deletes_the_pod() -> None:
     assert [d.pod.name for d in result.deletes] == ["p"]
 
 
-def test_a_failed_pod_is_deleted_and_replaced_unless_backing_off() -> None:
+def record(*pods: PodInfo) -> NodeRecord:
+    """An eligible node's record holding `pods` as they are."""
+    return NodeRecord(ELIGIBLE, pods)
+
+
+def test_a_failed_pod_is_deleted_and_replaced_once_it_is_gone_as_upstream() -> None:
     failed = {"a": [pod("p", "a", phase="Failed", ready=False)]}
 
-    replaced = plan({"a": node("a")}, failed)
-    waiting = plan({"a": node("a")}, failed, may_create=False)
+    result = plan({"a": node("a")}, failed)
+    after = plan({"a": node("a")}, {})
 
-    assert [d.pod.name for d in replaced.deletes] == ["p"]
-    assert [c.node for c in replaced.creates] == ["a"]
-    assert [d.pod.name for d in waiting.deletes] == ["p"]
+    assert [d.pod.name for d in result.deletes] == ["p"]
+    assert result.creates == []
+    assert [c.node for c in after.creates] == ["a"]
+
+
+def test_a_failed_pod_stays_visible_while_its_node_backs_off() -> None:
+    failed = {"a": [pod("p", "a", phase="Failed", ready=False)]}
+
+    waiting = plan({"a": node("a")}, failed, may_delete_failed=False)
+
+    assert waiting.deletes == []
     assert waiting.creates == []
     assert waiting.backing_off == ["a"]
+
+
+def test_a_succeeded_pod_is_deleted_even_while_backing_off() -> None:
+    done = {"a": [pod("p", "a", phase="Succeeded", ready=False)]}
+
+    result = plan({"a": node("a")}, done, may_delete_failed=False)
+
+    assert [d.pod.name for d in result.deletes] == ["p"]
+
+
+def test_without_surge_no_pod_starts_beside_a_terminating_one() -> None:
+    terminating = {"a": [pod("p", "a", deleting=True)]}
+
+    result = plan({"a": node("a")}, terminating)
+
+    assert result.creates == []
+    assert result.deletes == []
+
+
+def test_with_surge_a_pod_starts_beside_a_terminating_one() -> None:
+    terminating = {"a": [pod("p", "a", deleting=True)]}
+
+    result = plan({"a": node("a")}, terminating, surge=SurgeRule("r2", 0, NOW))
+
+    assert [c.node for c in result.creates] == ["a"]
+
+
+def test_a_node_whose_create_is_pending_gets_no_second_pod() -> None:
+    result = plan({"a": node("a")}, {}, pending={"a": "r1"})
+
+    assert result.creates == []
+
+
+def test_terminating_and_failed_pods_count_in_the_status_as_upstream() -> None:
+    pods = {
+        "a": [pod("p", "a", deleting=True)],
+        "b": [pod("q", "b", phase="Failed", ready=False)],
+        "c": [pod("r", "c", phase="Failed", ready=False, deleting=True)],
+    }
+    result = plan({"a": node("a"), "b": node("b"), "c": node("c")}, pods, may_delete_failed=False)
+    ledger = {name: record for name, record in result.records.items() if record is not None}
+
+    summary = summarize(ledger, "r1", 0, NOW)
+
+    assert (summary.desired, summary.current, summary.ready, summary.available) == (3, 2, 1, 1)
+
+
+def test_a_terminating_pod_counts_as_unavailable_in_a_rolling_update() -> None:
+    records = {
+        "a": record(pod("p", "a", deleting=True)),
+        "b": record(pod("q", "b", revision="r0")),
+        "c": record(pod("s", "c", revision="r0")),
+    }
+
+    step = plan_rolling_update(records, "r1", {"maxUnavailable": 1}, 0, NOW, set())
+
+    assert step.deletes == []
+    assert step.outdated
+
+
+def test_a_surge_pod_that_terminates_no_longer_counts_as_surging() -> None:
+    records = {
+        "a": record(
+            pod("old-a", "a", revision="r0"), pod("new-a", "a", ready=False, deleting=True)
+        ),
+        "b": record(pod("old-b", "b", revision="r0")),
+    }
+
+    step = plan_rolling_update(records, "r1", {"maxSurge": 1}, 0, NOW, set())
+
+    assert [c.node for c in step.creates] == ["a"]
+
+
+def test_the_next_availability_wake_up_looks_at_every_pod_not_only_the_oldest() -> None:
+    old = pod("old", "a", revision="r0", created="2026-01-01T00:00:00Z")
+    new = pod("new", "a", ready_since=NOW - 5, created="2026-01-02T00:00:00Z")
+
+    summary = summarize({"a": record(old, new)}, "r1", 10, NOW)
+
+    assert summary.next_available_at == NOW + 5
+
+
+def test_an_unready_old_pod_beside_an_unavailable_new_one_goes_at_once() -> None:
+    old = pod("old", "a", revision="r0", ready=False, created="2026-01-01T00:00:00Z")
+    new = pod("new", "a", ready=False, created="2026-01-02T00:00:00Z")
+
+    kept = pods_to_keep([old, new], SurgeRule("r1", 0, NOW))
+
+    assert kept == [new]
 
 
 def test_of_two_pods_on_one_node_the_oldest_stays() -> None:
@@ -147,13 +253,6 @@ def test_of_two_pods_on_one_node_the_oldest_stays() -> None:
     result = plan({"a": node("a")}, pods)
 
     assert [d.pod.name for d in result.deletes] == ["new"]
-
-
-def test_a_pod_being_deleted_does_not_count() -> None:
-    result = plan({"a": node("a")}, {"a": [pod("p", "a", deleting=True)]})
-
-    assert [c.node for c in result.creates] == ["a"]
-    assert result.deletes == []
 
 
 def ledger(**records: NodeRecord) -> dict[str, NodeRecord]:
@@ -503,3 +602,23 @@ def test_the_next_pass_starts_as_large_as_the_creates_went_until_a_refusal() -> 
     assert next_first_batch(after_a_rollout, [1], refused=False) == MAX_FIRST_BATCH
     assert next_first_batch(1, [1, 2], refused=False) == 2
     assert next_first_batch(after_a_rollout, [], refused=True) == 1
+
+
+def test_conditions_someone_else_set_are_kept_and_ours_are_replaced() -> None:
+    summary = summarize({"a": record(pod("p", "a"))}, "r1", 0, NOW)
+    foreign = {"type": "example.com/Audited", "status": "True", "reason": "Checked"}
+    stale_failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"}
+
+    status = build_status(
+        summary,
+        generation=1,
+        node_selector="<none>",
+        previous={"conditions": [foreign, stale_failure]},
+        create_failure=None,
+        now="2026-01-01T00:00:00Z",
+        rollout=RolloutView(),
+    )
+
+    types = [c["type"] for c in status["conditions"]]
+    assert types == ["Available", "Progressing", "example.com/Audited"]
+    assert status["conditions"][2] == foreign

@@ -35,7 +35,13 @@ from kubeherd.daemonset.planning import (
     pods_holding_up,
     summarize,
 )
-from kubeherd.daemonset.pods import KIND, OWNER_LABEL, DaemonPodMaker, template_hash
+from kubeherd.daemonset.pods import (
+    KIND,
+    OWNER_LABEL,
+    REVISION_LABEL,
+    DaemonPodMaker,
+    template_hash,
+)
 from kubeherd.daemonset.revisions import (
     Revision,
     build_revision,
@@ -56,6 +62,11 @@ PLURAL = "customdaemonsets"
 # after each of thousands of pod events took an eighth of the operator's CPU in a rollout.
 STATUS_INTERVAL = 1.0
 COALESCE_SECONDS = 0.05
+# How long a create the watch has not shown yet holds its node back, as the native
+# controller's expectations do; a watch event or a later listing normally ends it in seconds.
+EXPECTATION_TIMEOUT = 300.0
+# How many of our latest status writes are recognised when their watch events come back.
+OWN_VERSIONS_KEPT = 8
 Key = tuple[str, str]  # (namespace, name)
 
 
@@ -82,6 +93,15 @@ class Progress:
         if revision != self.revision or updated > self.updated or available > self.available:
             self.since = now
         self.revision, self.updated, self.available = revision, updated, available
+
+
+@dataclass(frozen=True)
+class ExpectedPod:
+    """A pod this controller created that the watch has not shown yet."""
+
+    name: str
+    revision: str
+    sent_at: float
 
 
 @dataclass
@@ -117,7 +137,11 @@ class DaemonSetState:
     # A rolling update may have old pods left: every pass then looks at all nodes' pods.
     rolling: bool = False
     rollout_deleted: set[str] = field(default_factory=set)
-    rollout_created: set[str] = field(default_factory=set)
+    # Per node: the pod created there that the watch has not shown yet. Pod names are
+    # generated, so this, not the name, keeps a second pass from creating a second pod.
+    expected: dict[str, ExpectedPod] = field(default_factory=dict)
+    # The resourceVersions of our own status writes: their watch events need no pass.
+    own_versions: list[str] = field(default_factory=list)
 
 
 def _progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -182,8 +206,10 @@ class DaemonSetController:
             state = DaemonSetState(body=body, create_backoff=Backoff(self.max_create_backoff))
             self._states[key] = state
         state.body = body
-        # Our own status writes come back as events too; only a new generation changes the plan.
-        if body["metadata"].get("generation", 0) != state.generation:
+        # Our own status writes come back as events too and change nothing. Anything else (a
+        # new spec, a status someone else wrote, labels) gets a full pass, as the native
+        # controller re-syncs on every update: what it owns is written again if it differs.
+        if body["metadata"].get("resourceVersion") not in state.own_versions:
             self._wake(key, everything=True)
 
     def daemonset_deleted(self, key: Key) -> None:
@@ -198,9 +224,16 @@ class DaemonSetController:
         for key in self._states:
             self._wake(key, nodes=(name,))
 
-    def pod_changed(self, key: Key, node: str | None) -> None:
-        if key in self._states:
-            self._wake(key, nodes=(node,) if node else None, everything=node is None)
+    def pod_changed(self, key: Key, node: str | None, name: str | None = None) -> None:
+        state = self._states.get(key)
+        if state is None:
+            return
+        if node and name:
+            expected = state.expected.get(node)
+            if expected is not None and expected.name == name:
+                # Seen (created, or already deleted again): the pod sources show the truth.
+                del state.expected[node]
+        self._wake(key, nodes=(node,) if node else None, everything=node is None)
 
     # The runner --------------------------------------------------------------------------
 
@@ -281,13 +314,15 @@ class DaemonSetController:
 
         now = self.clock()
         logger.debug("%s/%s: pass over %d nodes", *key, len(dirty))
+        self._forget_expectations(key, state, dirty, now)
         plan = plan_nodes(
             pod_spec,
             sorted(dirty),
             self.nodes.get,
             lambda node: self.pods.on_node(key, node),
-            may_create=lambda node: self._may_create(state, node, now),
+            may_delete_failed=lambda node: self._may_delete_failed(state, node, now),
             surge=self._surge_rule(spec, revision, now),
+            pending={node: expected.revision for node, expected in state.expected.items()},
         )
         for name, record in plan.records.items():
             if record is None:
@@ -317,6 +352,26 @@ class DaemonSetController:
             self._status_later(key, state, STATUS_INTERVAL - since)
             return
         await self._write_status(key, state, spec, pod_spec, generation, len(kept_back))
+
+    def _forget_expectations(
+        self, key: Key, state: DaemonSetState, nodes: Iterable[str], now: float
+    ) -> None:
+        """End the expectations the pod sources now answer: the pod is there, or it is too old
+        to wait for (a create whose answer was lost and never took effect)."""
+        for node in nodes:
+            expected = state.expected.get(node)
+            if expected is None:
+                continue
+            if any(pod.name == expected.name for pod in self.pods.on_node(key, node)):
+                del state.expected[node]
+            elif now - expected.sent_at > EXPECTATION_TIMEOUT:
+                logger.warning(
+                    "%s/%s: pod %s for node %s never showed up; creating again",
+                    *key,
+                    expected.name,
+                    node,
+                )
+                del state.expected[node]
 
     def _status_later(self, key: Key, state: DaemonSetState, delay: float) -> None:
         if state.status_timer is not None:
@@ -423,14 +478,9 @@ class DaemonSetController:
         now: float,
         kept_back: frozenset[str],
     ) -> RolloutStep:
-        live = {pod.uid for record in state.ledger.values() for pod in record.pods}
-        state.rollout_deleted &= live
-        # A surge create is done once the ledger shows a pod of the current template there.
-        state.rollout_created = {
-            node
-            for node in state.rollout_created
-            if node in state.ledger
-            and not any(pod.revision == revision for pod in state.ledger[node].pods)
+        # A delete is done once the ledger shows the pod Terminating or gone.
+        state.rollout_deleted &= {
+            pod.uid for record in state.ledger.values() for pod in record.active_pods
         }
         step = plan_rolling_update(
             state.ledger,
@@ -439,17 +489,16 @@ class DaemonSetController:
             int(spec.get("minReadySeconds") or 0),
             now,
             state.rollout_deleted,
-            frozenset(state.rollout_created),
+            frozenset(node for node, pod in state.expected.items() if pod.revision == revision),
             kept_back,
         )
         state.rolling = step.outdated
         already = {delete.pod.uid for delete in planned}
         step.deletes = [delete for delete in step.deletes if delete.pod.uid not in already]
         state.rollout_deleted |= {delete.pod.uid for delete in step.deletes}
-        state.rollout_created |= {create.node for create in step.creates}
         return step
 
-    def _may_create(self, state: DaemonSetState, node: str, now: float) -> bool:
+    def _may_delete_failed(self, state: DaemonSetState, node: str, now: float) -> bool:
         entry = state.failed_pod_backoff.get(node)
         return entry is None or entry[0] <= now
 
@@ -457,22 +506,22 @@ class DaemonSetController:
         namespace = key[0]
         now = self.clock()
         for delete in deletes:
-            if delete.pod.finished:
-                # Replace a failed pod only after a growing delay, so a crashing daemon does
-                # not hammer the API server (and the node) with pods.
+            if delete.pod.phase == "Failed":
+                # The next failed pod on this node stays for a growing delay before it is
+                # replaced, so a crashing daemon does not hammer the API server (and the node)
+                # with pods, and users can see why it failed.
                 _, backoff = state.failed_pod_backoff.get(
                     delete.node, (0.0, Backoff(self.max_failed_pod_backoff))
                 )
                 state.failed_pod_backoff[delete.node] = (now + backoff.next_delay(), backoff)
-                if delete.pod.phase == "Failed":
-                    self._event(
-                        key,
-                        state,
-                        "Warning",
-                        "FailedDaemonPod",
-                        f"Found failed daemon pod {namespace}/{delete.pod.name} "
-                        f"on node {delete.node}, will try to kill it",
-                    )
+                self._event(
+                    key,
+                    state,
+                    "Warning",
+                    "FailedDaemonPod",
+                    f"Found failed daemon pod {namespace}/{delete.pod.name} "
+                    f"on node {delete.node}, will try to kill it",
+                )
         outcomes = await asyncio.gather(
             *(self.kube.delete_pod(namespace, d.pod.name, d.pod.uid) for d in deletes)
         )
@@ -521,10 +570,20 @@ class DaemonSetController:
         for batch_size in create_batches(len(creates), state.first_create_batch):
             batch, remaining = remaining[:batch_size], remaining[batch_size:]
             pods = [build(create.node) for create in batch]
-            outcomes = await asyncio.gather(*(self.kube.create_pod(key[0], pod) for pod in pods))
+            sent_at = self.clock()
+            for pod, create in zip(pods, batch, strict=True):
+                state.expected[create.node] = ExpectedPod(
+                    pod["metadata"]["name"], pod["metadata"]["labels"][REVISION_LABEL], sent_at
+                )
+            outcomes = await asyncio.gather(*(self._create_pod(key[0], pod) for pod in pods))
             failure: Outcome | None = None
             for pod, create, outcome in zip(pods, batch, outcomes, strict=True):
                 name = pod["metadata"]["name"]
+                if not outcome.ok:
+                    # Refused: nothing to wait for (a pod the watch showed meanwhile is seen).
+                    expected = state.expected.get(create.node)
+                    if expected is not None and expected.name == name:
+                        del state.expected[create.node]
                 if outcome.ok:
                     self._event(
                         key,
@@ -536,7 +595,7 @@ class DaemonSetController:
                 elif outcome.namespace_terminating:
                     # As the native controller: nothing to create in a namespace on its way out.
                     return None
-                elif not outcome.already_exists:
+                else:
                     failure = outcome
                     self._event(
                         key,
@@ -551,6 +610,16 @@ class DaemonSetController:
             sent.append(batch_size)
         state.first_create_batch = next_first_batch(state.first_create_batch, sent, refused=False)
         return None
+
+    async def _create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
+        """Create, and if the answer was lost on the way, send the same pod again: its name
+        makes the second request find the first one's pod (AlreadyExists) instead of making
+        a second pod, so a retried create is created once."""
+        outcome = await self.kube.create_pod(namespace, pod)
+        if outcome.status != 0:
+            return outcome
+        retried = await self.kube.create_pod(namespace, pod)
+        return Outcome(201) if retried.already_exists else retried
 
     def _schedule_retries(
         self,
@@ -615,6 +684,8 @@ class DaemonSetController:
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
             state.body = {**state.body, "status": {**previous, **status}}
+            state.own_versions = [*state.own_versions[-(OWN_VERSIONS_KEPT - 1) :]]
+            state.own_versions.append(outcome.resource_version)
         elif not outcome.not_found:
             logger.warning("%s/%s: status not written: %s", *key, outcome.message)
 

@@ -112,7 +112,8 @@ async def pod_event(
 ) -> None:
     controller = bind(memo, kwargs)
     owner = (namespace or "", labels[OWNER_LABEL])
-    controller.pod_changed(owner, PodInfo.from_body(body).node)
+    pod = PodInfo.from_body(body)
+    controller.pod_changed(owner, pod.node, pod.name)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -68,6 +68,12 @@ class PodInfo:
     def finished(self) -> bool:
         return self.phase in ("Failed", "Succeeded")
 
+    @property
+    def forgotten(self) -> bool:
+        """Finished and deleted: the kubelet or the pod garbage collector removes it, and the
+        native controller no longer counts it for anything."""
+        return self.finished and self.deleting
+
 
 def _waiting_reason(status: Mapping[str, Any]) -> str:
     for container in status.get("containerStatuses") or ():
@@ -82,6 +88,7 @@ class NodeRecord:
     """One node's standing for one CustomDaemonSet: its verdict and its daemon pods."""
 
     verdict: Verdict
+    # Terminating and failed pods included: the status counts them, as the native one does.
     pods: tuple[PodInfo, ...]
 
     @property
@@ -89,6 +96,18 @@ class NodeRecord:
         # With several pods on a node, the oldest decides the status, as in the native controller.
         # One pod is by far the most common case, and the status sums up every node's.
         return self.pods[0] if len(self.pods) == 1 else _oldest(self.pods)
+
+    @property
+    def active_pods(self) -> tuple[PodInfo, ...]:
+        """The pods neither being deleted nor finished: the ones a rollout counts on or replaces
+        (plan_nodes deals with finished ones)."""
+        if len(self.pods) == 1 and not self.pods[0].deleting and not self.pods[0].finished:
+            return self.pods
+        return tuple(pod for pod in self.pods if not pod.deleting and not pod.finished)
+
+    @property
+    def holds_finished_pod(self) -> bool:
+        return any(pod.finished and not pod.deleting for pod in self.pods)
 
 
 @dataclass(frozen=True)
@@ -106,7 +125,8 @@ def _oldest(pods: Iterable[PodInfo]) -> PodInfo | None:
 
 def pods_to_keep(running: Sequence[PodInfo], surge: SurgeRule | None) -> list[PodInfo]:
     """Of several pods on one node, which stay: the oldest one, or with surge the oldest pod of
-    the current template, plus the oldest old one while that new pod is not yet available."""
+    the current template, plus the oldest old one while that new pod is not yet available and
+    the old one is still ready (an unready old pod serves nobody: native deletes it at once)."""
     oldest = _oldest(running)
     assert oldest is not None
     if surge is None:
@@ -117,7 +137,7 @@ def pods_to_keep(running: Sequence[PodInfo], surge: SurgeRule | None) -> list[Po
     if pod_available(new, surge.min_ready_seconds, surge.now):
         return [new]
     old = _oldest(pod for pod in running if pod.revision != surge.revision)
-    return [new] if old is None else [new, old]
+    return [new] if old is None or not old.ready else [new, old]
 
 
 @dataclass(frozen=True)
@@ -138,7 +158,7 @@ class NodePlan:
     deletes: list[DeletePod] = field(default_factory=list)
     # The ledger's new entries; None means the node is gone and its entry must go too.
     records: dict[str, NodeRecord | None] = field(default_factory=dict)
-    # Nodes that need a pod but wait for their failed-pod backoff to pass.
+    # Nodes whose failed pod stays until their failed-pod backoff passes.
     backing_off: list[str] = field(default_factory=list)
 
 
@@ -147,32 +167,43 @@ def plan_nodes(
     node_names: Iterable[str],
     node_lookup: Callable[[str], NodeInfo | None],
     pods_on_node: Callable[[str], Sequence[PodInfo]],
-    may_create: Callable[[str], bool] = lambda _node: True,
+    may_delete_failed: Callable[[str], bool] = lambda _node: True,
     surge: SurgeRule | None = None,
+    pending: Mapping[str, str] | None = None,
 ) -> NodePlan:
     """Plan the daemon pods of the given nodes only (the ones whose inputs changed).
 
-    With `surge`, a node may hold an old pod beside a new one until the new one is available."""
+    A node gets a pod only when it has none at all: a Terminating pod still holds its host
+    ports, devices and sockets, so without surge its replacement waits until it is gone, as
+    with the native controller. With `surge`, a node may hold an old pod beside a new one until
+    the new one is available, and a new pod may start beside Terminating ones. `pending` names
+    the nodes whose create was sent but is not in `pods_on_node` yet (node -> revision).
+    A failed pod stays, visible, while its node's backoff runs (`may_delete_failed`)."""
     plan = NodePlan()
     requirements = compile_pod_requirements(pod_spec)
+    pending = pending or {}
     for name in node_names:
-        pods = [pod for pod in pods_on_node(name) if not pod.deleting]
+        pods = [pod for pod in pods_on_node(name) if not pod.forgotten]
+        active = [pod for pod in pods if not pod.deleting]
         node = node_lookup(name)
         if node is None:
             # Pods pinned to a node that no longer exists would stay Pending forever.
-            plan.deletes += [DeletePod(name, pod, "its node is gone") for pod in pods]
+            plan.deletes += [DeletePod(name, pod, "its node is gone") for pod in active]
             plan.records[name] = None
             continue
         verdict = requirements.verdict(node)
-        finished = [pod for pod in pods if pod.finished]
-        running = [pod for pod in pods if not pod.finished]
-        plan.deletes += [DeletePod(name, pod, f"it is {pod.phase}") for pod in finished]
-        if verdict.should_run:
-            if not running:
-                if may_create(name):
-                    plan.creates.append(CreatePod(name))
-                else:
+        running = [pod for pod in active if not pod.finished]
+        finished = [pod for pod in active if pod.finished]
+        if verdict.should_continue_running:
+            for pod in finished:
+                if pod.phase == "Failed" and not may_delete_failed(name):
                     plan.backing_off.append(name)
+                else:
+                    plan.deletes.append(DeletePod(name, pod, f"it is {pod.phase}"))
+        if verdict.should_run:
+            present = active if surge is not None else pods
+            if not present and name not in pending:
+                plan.creates.append(CreatePod(name))
             elif len(running) > 1:
                 keep_set = pods_to_keep(running, surge)
                 plan.deletes += [
@@ -188,9 +219,9 @@ def plan_nodes(
                 ]
         elif not verdict.should_continue_running:
             plan.deletes += [
-                DeletePod(name, pod, verdict.detail or str(verdict.reason)) for pod in running
+                DeletePod(name, pod, verdict.detail or str(verdict.reason)) for pod in active
             ]
-        plan.records[name] = NodeRecord(verdict, tuple(running))
+        plan.records[name] = NodeRecord(verdict, tuple(pods))
     return plan
 
 
@@ -251,11 +282,16 @@ def summarize(
         updated += oldest.revision == revision
         if oldest.ready:
             ready += 1
-            available_at = (oldest.ready_since or now) + min_ready_seconds
-            if available_at <= now:
-                available += 1
-            elif next_available_at is None or available_at < next_available_at:
-                next_available_at = available_at
+            available += (oldest.ready_since or now) + min_ready_seconds <= now
+        if min_ready_seconds:
+            # Any pod, not only the oldest: during a surge the new pod turning available is
+            # what lets the old one go, and no watch event marks that moment.
+            for pod in record.pods:
+                if not pod.ready or pod.deleting:
+                    continue
+                available_at = (pod.ready_since or now) + min_ready_seconds
+                if now < available_at < (next_available_at or float("inf")):
+                    next_available_at = available_at
     groups = tuple(
         IneligibleNodes(reason, detail, count, tuple(sorted(examples[(reason, detail)])))
         for (reason, detail), count in sorted(ineligible.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -308,7 +344,9 @@ def nodes_kept_back(
         return frozenset()
     eligible = sorted(name for name, record in ledger.items() if record.verdict.should_run)
     allowance = max(0, len(eligible) - partition)
-    updated = {name for name in eligible if any(p.revision == revision for p in ledger[name].pods)}
+    updated = {
+        name for name in eligible if any(p.revision == revision for p in ledger[name].active_pods)
+    }
     behind = [name for name in eligible if name not in updated]
     return frozenset(behind[max(0, allowance - len(updated)) :])
 
@@ -347,10 +385,12 @@ def plan_rolling_update(
     unavailable = 0
     candidates: list[DeletePod] = []
     for name in sorted(eligible):
-        pods = [pod for pod in eligible[name].pods if pod.uid not in already_deleted]
+        record = eligible[name]
+        # Terminating pods serve nobody: a node with only those counts as unavailable.
+        pods = [pod for pod in record.active_pods if pod.uid not in already_deleted]
         if not any(pod_available(pod, min_ready_seconds, now) for pod in pods):
             unavailable += 1
-        if name in kept_back:
+        if name in kept_back or record.holds_finished_pod:
             continue
         for pod in pods:
             if pod.revision == revision:
@@ -380,13 +420,16 @@ def _surge_step(
     surging = 0
     candidates: list[CreatePod] = []
     for name in sorted(eligible):
+        record = eligible[name]
         if name in kept_back:
             continue
-        pods = eligible[name].pods
+        pods = record.active_pods
         old = [pod for pod in pods if pod.revision != revision]
         if not old:
             continue
         step.outdated = True
+        if record.holds_finished_pod:
+            continue
         new = [pod for pod in pods if pod.revision == revision]
         if new or name in already_created:
             if not any(pod_available(pod, min_ready_seconds, now) for pod in new):
@@ -418,7 +461,9 @@ def pods_holding_up(
         waiting = [
             pod
             for pod in record.pods
-            if pod.revision == revision and not pod_available(pod, min_ready_seconds, now)
+            if pod.revision == revision
+            and not pod.deleting
+            and not pod_available(pod, min_ready_seconds, now)
         ]
         if not waiting:
             continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,10 +39,21 @@ def template_hash(template: Mapping[str, Any]) -> str:
     return _digest(json.dumps(template, sort_keys=True, separators=(",", ":")))
 
 
-def daemon_pod_name(cds_name: str, node_name: str, revision: str) -> str:
-    # Deterministic, unlike the native generateName: a create retried after a lost response is
-    # refused as AlreadyExists instead of making a second pod on the node.
-    return f"{cds_name}-{_digest(f'{node_name}/{revision}')}"
+# What the API server's generateName keeps of a base name, so that the pod name with its suffix
+# still fits the 63 characters of a hostname.
+_MAX_BASE_LENGTH = 58
+_SUFFIX_LENGTH = 5
+
+
+def daemon_pod_name(cds_name: str) -> str:
+    """A fresh name, as the native controller's generateName gives: `<cds>-xxxxx`.
+
+    Chosen here rather than by the API server so that a create whose answer was lost can be
+    sent again under the same name and be created once. Each pod gets its own name: a
+    replacement can start while its predecessor still terminates, and nothing that tracks
+    pods by name (kube-scheduler's cache among them) mistakes the new pod for the old one."""
+    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(_SUFFIX_LENGTH))
+    return f"{cds_name}-"[:_MAX_BASE_LENGTH] + suffix
 
 
 def target_node(pod: Mapping[str, Any]) -> str | None:
@@ -130,7 +142,7 @@ class DaemonPodMaker:
         spec = dict(self.spec)
         spec["affinity"] = pinned_affinity(self.spec.get("affinity"), node_name)
         metadata: dict[str, Any] = {
-            "name": daemon_pod_name(self.cds_name, node_name, self.revision),
+            "name": daemon_pod_name(self.cds_name),
             "namespace": self.namespace,
             "labels": dict(self.labels),
             "annotations": {**self.annotations, NODE_ANNOTATION: node_name},

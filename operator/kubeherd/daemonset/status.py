@@ -10,6 +10,9 @@ from typing import Any
 from kubeherd.daemonset.planning import Summary
 from kubeherd.meta import condition, conditions_by_type
 
+# The condition types this controller sets; it leaves every other type alone.
+OWN_CONDITION_TYPES = frozenset({"Available", "Progressing", "ReplicaFailure"})
+
 
 @dataclass(frozen=True)
 class RolloutView:
@@ -108,6 +111,10 @@ def build_status(
                 now,
             )
         )
+    # Conditions someone else set (a policy engine, a user's tooling) stay as they are.
+    conditions += [
+        dict(c) for type_, c in conditions_before.items() if type_ not in OWN_CONDITION_TYPES
+    ]
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "desiredNumberScheduled": summary.desired,

@@ -122,6 +122,8 @@ class Outcome:
 
     status: int
     message: str = ""
+    # The written object's resourceVersion, when the caller asked for it.
+    resource_version: str = ""
 
     @property
     def ok(self) -> bool:
@@ -192,7 +194,9 @@ class Kube:
         await asyncio.gather(*self._posting, return_exceptions=True)
         await self._api_client.close()
 
-    async def _write(self, call: Any, *args: Any, **kwargs: Any) -> Outcome:
+    async def _write(
+        self, call: Any, *args: Any, with_version: bool = False, **kwargs: Any
+    ) -> Outcome:
         for attempt in range(MAX_THROTTLED_ATTEMPTS):
             await self._bucket.acquire()
             async with self._slots:
@@ -211,6 +215,9 @@ class Kube:
                 continue
             break
         if 200 <= response.status < 300:
+            if with_version:
+                version = (json.loads(body).get("metadata") or {}).get("resourceVersion", "")
+                return Outcome(status=response.status, resource_version=str(version))
             return Outcome(status=response.status)
         return Outcome(status=response.status, message=_api_message(body, response.status))
 
@@ -366,6 +373,7 @@ class Kube:
             name,
             {"status": status},
             _content_type="application/merge-patch+json",
+            with_version=True,
         )
 
     async def json_patch(
