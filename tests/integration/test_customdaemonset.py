@@ -209,6 +209,39 @@ def test_a_failed_pod_is_replaced_and_reported(
     )
 
 
+def test_a_status_someone_else_wrote_is_corrected_and_their_condition_kept(
+    daemonsets: DaemonSets, custom_api: client.CustomObjectsApi
+) -> None:
+    name = daemonsets.create(agent())
+    daemonsets.wait_for_status(name, numberAvailable=2, numberReady=2)
+    audited = {
+        "type": "example.com/Audited",
+        "status": "True",
+        "reason": "Checked",
+        "message": "checked by a policy engine",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    conditions = daemonsets.get(name)["status"]["conditions"]
+
+    # Another writer zeroes the counters and adds a condition of its own, as `kubectl patch
+    # --subresource=status` would.
+    zeroed = {"numberReady": 0, "numberAvailable": 0, "currentNumberScheduled": 0}
+    custom_api.patch_namespaced_custom_object_status(
+        "kubeherd.io",
+        "v1alpha1",
+        daemonsets.namespace,
+        "customdaemonsets",
+        name,
+        {"status": {**zeroed, "conditions": [*conditions, audited]}},
+    )
+
+    status = daemonsets.wait_for_status(
+        name, numberReady=2, numberAvailable=2, currentNumberScheduled=2
+    )
+    assert audited in status["conditions"]
+    assert {"Available", "Progressing"} <= {c["type"] for c in status["conditions"]}
+
+
 def test_creates_refused_by_a_quota_warn_and_converge_once_it_allows(
     daemonsets: DaemonSets, core_v1: client.CoreV1Api, kubectl: Kubectl
 ) -> None:
