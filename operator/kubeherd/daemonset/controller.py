@@ -327,6 +327,7 @@ class DaemonSetController:
         for name, record in plan.records.items():
             if record is None:
                 state.ledger.pop(name, None)
+                state.expected.pop(name, None)
             else:
                 state.ledger[name] = record
 
