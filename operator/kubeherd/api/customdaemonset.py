@@ -213,6 +213,10 @@ class TemplateMetadata(Model):
     annotations: dict[str, str] | None = Field(
         default=None, description="Annotations of every daemon pod."
     )
+    finalizers: list[str] | None = Field(
+        default=None,
+        description="Finalizers of every daemon pod, copied as the native controller copies them.",
+    )
 
 
 class PodTemplate(Model):
