@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from localcluster.cluster import LocalCluster
-from tests.helpers import REPO, TrackedFakeNodes, eventually
+from tests.helpers import REPO, Kubectl, TrackedFakeNodes, eventually
 from tests.integration.daemonsets import (
     NEW_IMAGE,
     WORKERS,
@@ -339,3 +339,36 @@ def test_rollout_status_fails_on_a_stuck_rollout_and_on_a_timeout(
         'error: customdaemonset "agent" rollout is stuck: revision 2 made no progress for 10s'
     )
     assert "ImagePullBackOff" in stuck.stderr
+
+
+def test_revisions_can_be_labelled_and_an_undo_renumbers_the_same_object(
+    daemonsets: DaemonSets, local_cluster: LocalCluster, kubectl: Kubectl
+) -> None:
+    name = daemonsets.create(agent())
+    first = revision_of(daemonsets.wait_for_nodes(name, WORKERS)[0])
+    revision_name = f"{name}-{first}"
+
+    labelled = kubectl(
+        "label",
+        "controllerrevision",
+        revision_name,
+        "team=infra",
+        "-n",
+        daemonsets.namespace,
+        check=False,
+    )
+    assert labelled.returncode == 0, labelled.stderr
+    before = daemonsets.apps.read_namespaced_controller_revision(
+        revision_name, daemonsets.namespace
+    )
+    assert before.metadata.labels["team"] == "infra"
+
+    daemonsets.patch_spec(name, NEW_IMAGE)
+    daemonsets.wait_for_status(name, updatedNumberScheduled=2, numberAvailable=2)
+    undone = kubeherd(local_cluster, "rollout", "undo", f"cds/{name}", "-n", daemonsets.namespace)
+    assert undone.returncode == 0, undone.stderr
+
+    eventually(lambda: daemonsets.revisions(name).get(3) == first, what="revision 3 is the first")
+    after = daemonsets.apps.read_namespaced_controller_revision(revision_name, daemonsets.namespace)
+    assert after.metadata.uid == before.metadata.uid
+    assert after.revision == 3

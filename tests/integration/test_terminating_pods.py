@@ -194,7 +194,8 @@ def test_without_surge_a_pod_never_starts_beside_a_terminating_one_like_native(
             what="both rollouts done",
         )
 
-    assert ours.observation.saw_terminating and theirs.observation.saw_terminating
+    assert ours.observation.saw_terminating
+    assert theirs.observation.saw_terminating
     assert theirs.observation.doubled == set(), "the observer is wrong: native never doubles"
     assert ours.observation.doubled == set()
     assert ours.observation.most_pods_on_a_node == 1

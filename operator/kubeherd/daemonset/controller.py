@@ -411,14 +411,16 @@ class DaemonSetController:
                         collision_count += 1
                     continue
             elif decision.renumber is not None:
-                # A revision's data is immutable, and any patch has the API server re-encode it
-                # (sorted, compact), which it then refuses as a change. So the revision is made
-                # again with its new number; pods refer to the hash label, not to the object.
+                # An undo: the old template's revision becomes the newest, in place, as the
+                # native controller does (same object, same UID).
                 old, number = decision.renumber
-                outcome = await self.kube.delete_controller_revision(namespace, old.name, old.uid)
-                if outcome.ok or outcome.not_found:
-                    revision = build_revision(state.body, template, decision.hash, number)
-                    outcome = await self.kube.create_controller_revision(namespace, revision)
+                outcome = await self.kube.patch_controller_revision(
+                    namespace, old.name, {"revision": number}
+                )
+                if outcome.status == 422 and "immutable" in outcome.message:
+                    # Stored by an earlier kubeherd with non-canonical data, which any patch
+                    # is refused for: made again with its new number instead.
+                    outcome = await self._recreate_revision(key, state, template, old, number)
                     if outcome.already_exists:
                         continue
             if not outcome.ok:
@@ -439,6 +441,20 @@ class DaemonSetController:
             state.collision_count = collision_count
             return
         raise RuntimeError(f"no free ControllerRevision name for {key[0]}/{key[1]}")
+
+    async def _recreate_revision(
+        self,
+        key: Key,
+        state: DaemonSetState,
+        template: Mapping[str, Any],
+        old: Revision,
+        number: int,
+    ) -> Outcome:
+        outcome = await self.kube.delete_controller_revision(key[0], old.name, old.uid)
+        if not (outcome.ok or outcome.not_found):
+            return outcome
+        revision = build_revision(state.body, template, old.hash, number)
+        return await self.kube.create_controller_revision(key[0], revision)
 
     async def _prune_history(self, key: Key, state: DaemonSetState, limit: int) -> None:
         if len(state.revisions) - 1 <= limit:

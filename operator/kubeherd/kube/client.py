@@ -91,6 +91,9 @@ KINDS = {
         namespaced=False,
     ),
     ("v1", "Secret"): Kind("/api/v1", "secrets", "Secret"),
+    ("apps/v1", "ControllerRevision"): Kind(
+        "/apis/apps/v1", "controllerrevisions", "ControllerRevision"
+    ),
     ("kubeherd.io/v1alpha1", "SchedulerProfile"): Kind(
         f"/apis/{GROUP}/{VERSION}", "schedulerprofiles", "SchedulerProfile"
     ),
@@ -344,7 +347,33 @@ class Kube:
         return await self._read(self._apps.read_namespaced_controller_revision, name, namespace)
 
     async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:
-        return await self._write(self._apps.create_namespaced_controller_revision, namespace, body)
+        """Create a revision whose `data` the API server stores in its own canonical form.
+
+        A revision's data is immutable and kept as the bytes received; any later patch (a
+        label, a new revision number) has the API server re-encode it compactly with sorted
+        keys, which it refuses as a change unless the stored bytes are that form already. Sent
+        as YAML (JSON is YAML), the body is converted by the API server itself, so the stored
+        bytes are exactly what its re-encoding gives."""
+        kind = KINDS[("apps/v1", "ControllerRevision")]
+        return await self._write(
+            self._call,
+            "POST",
+            kind.path(namespace),
+            body=json.dumps(body).encode(),
+            content_type="application/yaml",
+        )
+
+    async def patch_controller_revision(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> Outcome:
+        kind = KINDS[("apps/v1", "ControllerRevision")]
+        return await self._write(
+            self._call,
+            "PATCH",
+            kind.path(namespace, name),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
 
     async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
         body = {"preconditions": {"uid": uid}} if uid else None
