@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -28,6 +29,10 @@ from tests.integration.daemonsets import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
+
+NEW_IMAGE_TEMPLATE: dict[str, Any] = {
+    "template": {"spec": {"containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}}
+}
 
 
 def test_fluentd_with_the_control_plane_toleration_runs_on_every_node(
@@ -240,6 +245,47 @@ def test_a_status_someone_else_wrote_is_corrected_and_their_condition_kept(
     )
     assert audited in status["conditions"]
     assert {"Available", "Progressing"} <= {c["type"] for c in status["conditions"]}
+
+
+def test_a_template_the_api_server_refuses_is_reported_and_changes_no_pod(
+    daemonsets: DaemonSets,
+) -> None:
+    # The tests' operator runs without its admission webhook: as while the webhook is down.
+    name = daemonsets.create(agent())
+    running = {p.metadata.uid for p in daemonsets.wait_for_nodes(name, WORKERS)}
+    unknown_operator = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "Foo", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
+
+    daemonsets.patch_spec(name, {"template": {"spec": {"affinity": unknown_operator}}})
+
+    def refused() -> dict[str, Any] | None:
+        conditions = (daemonsets.get(name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "TemplateValid"), None)
+
+    condition = eventually(refused, what="the TemplateValid condition")
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidTemplate")
+    assert "spec.template.spec.affinity.nodeAffinity" in condition["message"]
+    assert '"Foo"' in condition["message"]
+    (event,) = eventually(lambda: daemonsets.events(name, "InvalidTemplate"), what="an event")
+    assert event.type == "Warning"
+    assert '"Foo"' in event.message
+    time.sleep(3)  # passes come and go: still nothing changes
+    assert {p.metadata.uid for p in daemonsets.pods(name)} == running
+
+    fixed = copy.deepcopy(NEW_IMAGE_TEMPLATE)
+    fixed["template"]["spec"]["affinity"] = None
+    daemonsets.patch_spec(name, fixed)
+
+    eventually(lambda: refused() is None, what="the condition cleared")
+    pods = daemonsets.wait_for_nodes(name, WORKERS)
+    assert {p.spec.containers[0].image for p in pods} == {"registry.k8s.io/pause:3.9"}
 
 
 def test_creates_refused_by_a_quota_warn_and_converge_once_it_allows(

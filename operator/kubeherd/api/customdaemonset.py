@@ -336,7 +336,8 @@ class ConditionStatus(StrEnum):
 
 class Condition(Model):
     type: str = Field(
-        description="Available, Progressing, or ReplicaFailure while creates are refused."
+        description="Available, Progressing; ReplicaFailure while creates are refused; "
+        "TemplateValid (False) while the API server refuses the pod template."
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str | None = Field(default=None, description="A one-word reason.")
@@ -412,7 +413,8 @@ class CustomDaemonSetStatus(Model):
     conditions: list[Condition] | None = Field(
         default=None,
         description="Available; Progressing (RollingUpdate, RolloutComplete, PartitionRolledOut, "
-        "Paused or ProgressDeadlineExceeded); ReplicaFailure while the API server refuses creates.",
+        "Paused or ProgressDeadlineExceeded); ReplicaFailure while the API server refuses creates; "
+        "TemplateValid False (InvalidTemplate) while it refuses the pod template itself.",
         json_schema_extra=list_map("type"),
     )
 

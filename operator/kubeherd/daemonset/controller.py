@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from kubeherd.admission.review import checked_pod, pod_template_review
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import (
     CreatePod,
@@ -142,6 +143,9 @@ class DaemonSetState:
     expected: dict[str, ExpectedPod] = field(default_factory=dict)
     # The resourceVersions of our own status writes: their watch events need no pass.
     own_versions: list[str] = field(default_factory=list)
+    # The template the API server last judged (its hash), and why it refused it, if it did.
+    checked_template: str = ""
+    template_problem: str | None = None
 
 
 def _progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -290,6 +294,13 @@ class DaemonSetController:
         template = spec.get("template") or {}
         pod_spec = template.get("spec") or {}
         generation = int(body["metadata"].get("generation", 0))
+        if template_hash(template) != state.checked_template:
+            await self._check_template(key, state, template)
+        if state.template_problem is not None:
+            # Nothing of a template the API server refuses can run, and its node affinity may
+            # read as matching no node: acting on it would only delete what runs now.
+            await self._write_status(key, state, spec, pod_spec, generation, 0)
+            return
         new_template = template_hash(template) != state.template_hash
         if (
             state.status_timer is not None
@@ -353,6 +364,27 @@ class DaemonSetController:
             self._status_later(key, state, STATUS_INTERVAL - since)
             return
         await self._write_status(key, state, spec, pod_spec, generation, len(kept_back))
+
+    async def _check_template(
+        self, key: Key, state: DaemonSetState, template: Mapping[str, Any]
+    ) -> None:
+        """Ask the API server whether the template's pods can exist at all (a dry-run create),
+        once per template: the admission webhook refuses such a template at `kubectl apply`,
+        but it may have been down, or the object older than it."""
+        pod = checked_pod(state.body)
+        answer = await self.kube.dry_run_pod(key[0], pod)
+        refusal = pod_template_review(answer.status, answer.body).refusal or None
+        state.checked_template = template_hash(template)
+        if refusal is not None and refusal != state.template_problem:
+            self._event(
+                key,
+                state,
+                "Warning",
+                "InvalidTemplate",
+                f"The API server refuses the pod template; no pod changes until it is fixed: "
+                f"{refusal}",
+            )
+        state.template_problem = refusal
 
     def _forget_expectations(
         self, key: Key, state: DaemonSetState, nodes: Iterable[str], now: float
@@ -685,6 +717,7 @@ class DaemonSetController:
             create_failure=state.create_failure,
             now=now_iso(),
             rollout=rollout,
+            template_problem=state.template_problem,
         )
         if state.availability_check is not None:
             state.availability_check.cancel()

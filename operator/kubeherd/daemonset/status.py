@@ -11,7 +11,7 @@ from kubeherd.daemonset.planning import Summary
 from kubeherd.meta import condition, conditions_by_type
 
 # The condition types this controller sets; it leaves every other type alone.
-OWN_CONDITION_TYPES = frozenset({"Available", "Progressing", "ReplicaFailure"})
+OWN_CONDITION_TYPES = frozenset({"Available", "Progressing", "ReplicaFailure", "TemplateValid"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ def build_status(
     create_failure: str | None,
     now: str,
     rollout: RolloutView,
+    template_problem: str | None = None,
 ) -> dict[str, Any]:
     conditions_before = conditions_by_type(previous)
     if summary.available == summary.desired:
@@ -107,6 +108,18 @@ def build_status(
                 "True",
                 "FailedCreate",
                 create_failure,
+                generation,
+                now,
+            )
+        )
+    if template_problem:
+        conditions.append(
+            condition(
+                conditions_before,
+                "TemplateValid",
+                "False",
+                "InvalidTemplate",
+                template_problem,
                 generation,
                 now,
             )
