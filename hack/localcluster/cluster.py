@@ -17,6 +17,7 @@ the terminal that started them does not take the cluster down half-way.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -667,6 +668,40 @@ class LocalCluster:
         with contextlib.suppress(FileNotFoundError):
             (self._pids / f"{component}.pid").unlink()
         return pid is not None
+
+    def restart(self, component: str, while_down: Callable[[], None] = lambda: None) -> None:
+        """Stop etcd or kube-apiserver, run `while_down`, and start it again as it was: an
+        outage, as a control-plane upgrade or a crash makes one."""
+        if component not in ("etcd", "kube-apiserver"):
+            raise ClusterError(f"restarting {component} is not supported")
+        pid = self._pid_of(component)
+        if pid is None:
+            raise ClusterError(f"{component} does not run")
+        command = _command_line(pid)
+        self._stop(component, pid)
+        try:
+            while_down()
+        finally:
+            self._start_executable(component, Path(command[0]), command[1:], None)
+        ports = self.ports()
+        assert ports is not None
+        if component == "etcd":
+            self._wait_until("etcd", lambda: self._etcd_healthy(ports.etcd_client), "/health")
+        self._wait_until("kube-apiserver", self._apiserver_ready, "/readyz")
+
+    def delete_from_etcd(self, key: str) -> int:
+        """Delete a key straight from etcd (`/registry/pods/<namespace>/<name>`,
+        `/registry/minions/<name>`), behind the API server's back: with the API server down,
+        no watcher can ever be told of it; how many keys went."""
+        ports = self.ports()
+        assert ports is not None
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{ports.etcd_client}/v3/kv/deleterange",
+            data=json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+            return int(json.loads(response.read()).get("deleted") or 0)
 
     def down(self, *, quiet: bool = False) -> None:
         """Stop every component this folder's pid files name, in reverse start order; a real

@@ -23,7 +23,7 @@ from kubeherd.admission.webhook import (
     start_webhook,
 )
 from kubeherd.daemonset.controller import DaemonSetController
-from kubeherd.daemonset.handlers import IndexedNodes, IndexedPods
+from kubeherd.daemonset.handlers import Watches
 from kubeherd.kube.client import Kind, Kube, KubeError
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
 from kubeherd.scheduler.controller import SchedulerProfileController
@@ -42,14 +42,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     kube = await Kube.connect(options.limits)
     if options.peering is not None:
         memo["peering"] = await watch_peering(kube, options, settings.peering.clusterwide)
-    nodes, pods = IndexedNodes(), IndexedPods()
     memo["kube"] = kube
-    memo["indexed_nodes"] = nodes
-    memo["indexed_pods"] = pods
-    memo["node_snapshots"] = {}
-    memo["daemonsets"] = DaemonSetController(
-        kube, nodes, pods, max_create_backoff=options.max_create_backoff
+    watches = Watches(kube, options.namespaces)
+    memo["watches"] = watches
+    memo["daemonsets"] = watches.controller = DaemonSetController(
+        kube, watches.nodes, watches.pods, max_create_backoff=options.max_create_backoff
     )
+    watches.start()
     settings.admission.server = await admission_server(kube, options.webhook, memo)
     if options.webhook is None and options.stale_webhook_configuration:
         await remove_configuration(kube, options.stale_webhook_configuration)
@@ -123,6 +122,9 @@ async def stop_operator(memo: kopf.Memo) -> None:
     watch: PeeringWatch | None = memo.get("peering")
     if watch is not None:
         await watch.stop()
+    watches: Watches | None = memo.get("watches")
+    if watches is not None:
+        await watches.stop()
     for name in ("daemonsets", "schedulers"):
         controller: DaemonSetController | SchedulerProfileController | None = memo.get(name)
         if controller is not None:

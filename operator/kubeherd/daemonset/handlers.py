@@ -1,14 +1,20 @@
-"""Kopf wiring for CustomDaemonSets: thin handlers that feed the controller.
+"""Kopf wiring for CustomDaemonSets, and the watches of nodes and daemon pods that feed the
+controller.
 
-Nodes and pods are observed with indices and raw events only. Those persist nothing, so kubeherd
-never writes to a Node (no annotations, no finalizers). Kopf holds back every handler until all
-indices have their initial listing, so the controller never acts on a half-known cluster (and
-never deletes pods of nodes it has not seen yet).
+Nodes and daemon pods are watched by kubeherd's own reflectors (kubeherd.kube.reflector), not by
+Kopf: they persist nothing, so kubeherd never writes to a Node (no annotations, no finalizers),
+and after an outage a new listing replaces what they hold, so what was deleted meanwhile leaves
+the controller's view. No CustomDaemonSet is handed to the controller before both have their
+first listing, so the controller never acts on a half-known cluster (and never deletes pods of
+nodes it has not seen yet).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -17,103 +23,140 @@ from kubeherd.daemonset.controller import DaemonSetController, Key
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import PodInfo
 from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.kube.reflector import Change, Reflector, Transport
 
 GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "customdaemonsets"
 
 
-class IndexedNodes:
-    """The controller's view of the nodes, read from Kopf's index (kept current by Kopf)."""
+@dataclass(frozen=True)
+class DaemonPod:
+    """A daemon pod as the pod watch keeps it: its CustomDaemonSet's name and what the
+    controller needs of it."""
+
+    owner: str
+    info: PodInfo
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> DaemonPod:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return cls(str(labels.get(OWNER_LABEL, "")), PodInfo.from_body(body))
+
+
+class WatchedNodes:
+    """The controller's view of the nodes (a NodeSource), read from the node watch's store."""
 
     def __init__(self) -> None:
-        self.index: kopf.Index[str, NodeInfo] | None = None
+        self.store: Mapping[tuple[str, str], NodeInfo] = {}
 
     def get(self, name: str) -> NodeInfo | None:
-        store = self.index.get(name) if self.index is not None else None
-        return next(iter(store), None) if store is not None else None
+        return self.store.get(("", name))
 
     def names(self) -> Iterable[str]:
-        return list(self.index.keys()) if self.index is not None else []
+        return [name for _, name in self.store]
 
 
-class IndexedPods:
-    """Daemon pods by (namespace, owner, node), and by (namespace, owner) for a full pass."""
+class WatchedPods:
+    """Daemon pods by (namespace, owner, node), and by (namespace, owner) for a full pass
+    (a PodSource), kept up to date from the pod watch's changes."""
 
     def __init__(self) -> None:
-        self.index: kopf.Index[tuple[str, ...], PodInfo] | None = None
+        self._by_node: dict[tuple[str, str, str], dict[str, PodInfo]] = {}
+        self._nodes_of: dict[Key, dict[str, str]] = {}
 
     def on_node(self, key: Key, node: str) -> list[PodInfo]:
-        store = self.index.get((*key, node)) if self.index is not None else None
-        return list(store) if store is not None else []
+        return list(self._by_node.get((*key, node), {}).values())
 
     def nodes_with_pods(self, key: Key) -> set[str]:
-        store = self.index.get(key) if self.index is not None else None
-        return {pod.node for pod in store or () if pod.node}
+        return set(self._nodes_of.get(key, {}).values())
+
+    def apply(self, change: Change[DaemonPod]) -> None:
+        namespace, name = change.key
+        if change.old is not None:
+            self._forget(namespace, name, change.old)
+        if change.new is not None and change.new.info.node:
+            owner = (namespace, change.new.owner)
+            self._by_node.setdefault((*owner, change.new.info.node), {})[name] = change.new.info
+            self._nodes_of.setdefault(owner, {})[name] = change.new.info.node
+
+    def _forget(self, namespace: str, name: str, pod: DaemonPod) -> None:
+        if not pod.info.node:
+            return
+        owner = (namespace, pod.owner)
+        on_node = self._by_node.get((*owner, pod.info.node), {})
+        on_node.pop(name, None)
+        if not on_node:
+            self._by_node.pop((*owner, pod.info.node), None)
+        nodes = self._nodes_of.get(owner, {})
+        nodes.pop(name, None)
+        if not nodes:
+            self._nodes_of.pop(owner, None)
+
+
+class Watches:
+    """The node and daemon pod reflectors, wired to the controller."""
+
+    def __init__(self, transport: Transport, namespaces: Iterable[str] = ()) -> None:
+        """Daemon pods are watched in `namespaces` only, or in all of them if none is given."""
+        self.nodes = WatchedNodes()
+        self.pods = WatchedPods()
+        self.controller: DaemonSetController | None = None
+        self._node_reflector: Reflector[NodeInfo] = Reflector(
+            transport, "/api/v1/nodes", NodeInfo.from_body, self._node_changed, what="nodes"
+        )
+        self._pod_reflectors: list[Reflector[DaemonPod]] = [
+            Reflector(
+                transport,
+                path,
+                DaemonPod.from_body,
+                self._pod_changed,
+                label_selector=OWNER_LABEL,
+                what="daemon pods",
+            )
+            for path in (
+                [f"/api/v1/namespaces/{namespace}/pods" for namespace in namespaces]
+                or ["/api/v1/pods"]
+            )
+        ]
+        self.nodes.store = self._node_reflector.store
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._node_reflector.run())]
+        self._tasks += [loop.create_task(reflector.run()) for reflector in self._pod_reflectors]
+
+    async def listed(self) -> None:
+        """Return once every watch has its first listing."""
+        await self._node_reflector.listed.wait()
+        for reflector in self._pod_reflectors:
+            await reflector.listed.wait()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _node_changed(self, change: Change[NodeInfo]) -> None:
+        # Kubelets update their node's status all the time; NodeInfo holds only what matters
+        # (labels, taints...), and the reflector reports only changes of it.
+        if self.controller is not None:
+            self.controller.node_changed(change.key[1])
+
+    def _pod_changed(self, change: Change[DaemonPod]) -> None:
+        self.pods.apply(change)
+        if self.controller is None:
+            return
+        namespace, name = change.key
+        places = {(pod.owner, pod.info.node) for pod in (change.old, change.new) if pod}
+        for owner, node in places:
+            self.controller.pod_changed((namespace, owner), node, name)
 
 
 def controller_of(memo: kopf.Memo) -> DaemonSetController:
     controller: DaemonSetController = memo["daemonsets"]
     return controller
-
-
-def bind(memo: kopf.Memo, kwargs: dict[str, Any]) -> DaemonSetController:
-    """Point the controller's views at Kopf's indices (Kopf passes them to handlers by name),
-    and return the controller."""
-    memo["indexed_nodes"].index = kwargs["kubeherd_nodes"]
-    memo["indexed_pods"].index = kwargs["kubeherd_pods"]
-    return controller_of(memo)
-
-
-# Async indexers run on the event loop: sync ones would each take a thread of Kopf's executor,
-# thousands at once during the initial listing of a large cluster.
-@kopf.index("", "v1", "nodes")
-async def kubeherd_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeInfo]:
-    return {name: NodeInfo.from_body(body)}
-
-
-@kopf.index("", "v1", "pods", labels={OWNER_LABEL: kopf.PRESENT})  # type: ignore[arg-type]
-async def kubeherd_pods(
-    namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> dict[tuple[str, ...], PodInfo]:
-    pod = PodInfo.from_body(body)
-    owner = (namespace, labels[OWNER_LABEL])
-    keys: dict[tuple[str, ...], PodInfo] = {owner: pod}
-    if pod.node:
-        keys[(*owner, pod.node)] = pod
-    return keys
-
-
-@kopf.on.event("", "v1", "nodes")
-async def node_event(
-    name: str,
-    type: str,
-    memo: kopf.Memo,
-    **kwargs: Any,
-) -> None:
-    controller = bind(memo, kwargs)
-    seen: dict[str, NodeInfo] = memo["node_snapshots"]
-    current = memo["indexed_nodes"].get(name) if type != "DELETED" else None
-    # Kubelets (and kwok) update node status all the time: only labels and taints matter here.
-    if current is not None and seen.get(name) == current:
-        return
-    if current is None:
-        seen.pop(name, None)
-    else:
-        seen[name] = current
-    controller.node_changed(name)
-
-
-@kopf.on.event("", "v1", "pods", labels={OWNER_LABEL: kopf.PRESENT})
-async def pod_event(
-    namespace: str | None,
-    labels: kopf.Labels,
-    body: kopf.Body,
-    memo: kopf.Memo,
-    **kwargs: Any,
-) -> None:
-    controller = bind(memo, kwargs)
-    owner = (namespace or "", labels[OWNER_LABEL])
-    pod = PodInfo.from_body(body)
-    controller.pod_changed(owner, pod.node, pod.name)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -125,7 +168,9 @@ async def daemonset_event(
     memo: kopf.Memo,
     **kwargs: Any,
 ) -> None:
-    controller = bind(memo, kwargs)
+    # Held back (this object's Kopf worker waits) until nodes and pods are listed.
+    await memo["watches"].listed()
+    controller = controller_of(memo)
     if type == "DELETED":
         controller.daemonset_deleted((namespace or "", name))
     else:

@@ -17,7 +17,7 @@ import logging
 import math
 import secrets
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from kubeherd.kube.ratelimit import TokenBucket
+from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,10 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # A write throttled (429) is sent again after the server's Retry-After, at most this many times.
 MAX_THROTTLED_ATTEMPTS = 10
 MAX_RETRY_AFTER = 30.0
+# (connect, read) seconds: a listing page, and a watch (which the API server ends after
+# WATCH_SECONDS; a read that long with not even a bookmark means the connection is dead).
+LIST_TIMEOUT = (10.0, 60.0)
+WATCH_TIMEOUT = (10.0, WATCH_SECONDS + 60.0)
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,8 @@ class Kube:
         except ConfigException:
             await k8s_config.load_kube_config(client_configuration=configuration)
         # aiohttp's pool must allow as many connections as we allow concurrent writes.
-        configuration.connection_pool_maxsize = max(limits.max_concurrent, 4)
+        # Plus the reflectors' watches, which hold a connection each.
+        configuration.connection_pool_maxsize = max(limits.max_concurrent, 4) + 4
         api_client = PlainJsonApiClient(configuration)
         without_environment_proxies(api_client)
         return cls(api_client, limits)
@@ -247,6 +253,7 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         _preload_content: bool = False,
+        timeout: tuple[float, float] | None = None,
     ) -> Any:
         """A request to any path, answered with the raw response (for _read and _write)."""
         return await self._api_client.call_api(
@@ -258,7 +265,42 @@ class Kube:
             auth_settings=["BearerToken"],
             _return_http_data_only=True,
             _preload_content=_preload_content,
+            _request_timeout=timeout,
         )
+
+    # What a Reflector needs (kubeherd.kube.reflector.Transport) ---------------------------
+
+    async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
+        response = await self._call("GET", path, query=query, timeout=LIST_TIMEOUT)
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status < 300:
+            raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        response = await self._call("GET", path, query=query, timeout=WATCH_TIMEOUT)
+        try:
+            if response.status == 410:
+                raise GoneError
+            if not 200 <= response.status < 300:
+                body = await response.read()
+                raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+            # The API server's JSON lines can be longer than aiohttp's line buffer, so lines
+            # are cut here, from chunks.
+            pending = b""
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line
+            if pending:
+                yield pending
+        finally:
+            response.release()
 
     async def get_object(
         self, kind: Kind, namespace: str | None, name: str

@@ -1,0 +1,177 @@
+"""A lean list-and-watch of one kind: the store of what exists now, kept whole across outages.
+
+After its watch breaks for longer than the API server keeps history (410 Gone), or whenever the
+stream's continuity is in doubt, the reflector lists again and replaces its store: what the new
+listing lacks was deleted meanwhile and is reported as such. (Kopf's indices, used before, took
+a new listing as events for the objects it holds and kept the ones it lacks for good.)
+
+Each object is decoded once, into whatever small record the caller needs; the raw bodies are
+dropped at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+logger = logging.getLogger(__name__)
+
+Record = TypeVar("Record")
+# (namespace, name); the namespace is "" for cluster-scoped kinds.
+ObjectKey = tuple[str, str]
+
+PAGE_SIZE = 500
+# The API server ends a watch after this long; the reflector then resumes where it was.
+WATCH_SECONDS = 300
+MAX_RETRY_DELAY = 30.0
+
+
+class GoneError(Exception):
+    """The resourceVersion to resume from is no longer kept: list again."""
+
+
+class Transport(Protocol):
+    """What a reflector needs of the API: a GET answered as JSON, and a GET streamed as lines."""
+
+    async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]: ...
+
+    def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]: ...
+
+
+@dataclass(frozen=True)
+class Change(Generic[Record]):
+    """One object's change: `old` is None when it appeared, `new` None when it went away."""
+
+    key: ObjectKey
+    old: Record | None
+    new: Record | None
+
+
+class Reflector(Generic[Record]):
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        decode: Callable[[Mapping[str, Any]], Record],
+        on_change: Callable[[Change[Record]], None],
+        *,
+        label_selector: str = "",
+        what: str = "objects",
+    ) -> None:
+        self.transport = transport
+        self.path = path
+        self.decode = decode
+        self.on_change = on_change
+        self.label_selector = label_selector
+        self.what = what
+        self.store: dict[ObjectKey, Record] = {}
+        # Set once the first listing is in the store: nothing may act on a half-known cluster.
+        self.listed = asyncio.Event()
+        self._version = ""
+        self._failures = 0
+
+    def _query(self, **extra: str) -> list[tuple[str, str]]:
+        query = [(name, value) for name, value in extra.items() if value]
+        if self.label_selector:
+            query.append(("labelSelector", self.label_selector))
+        return query
+
+    async def run(self) -> None:
+        """List, then watch, for ever: cancel the task to stop."""
+        while True:
+            try:
+                if not self._version:
+                    await self._relist()
+                await self._watch()
+                self._recovered()
+            except GoneError:
+                logger.info("The %s watch is too old to resume: listing again", self.what)
+                self._version = ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # any failure: wait, then try again
+                await self._wait_after(error)
+
+    async def _wait_after(self, error: Exception) -> None:
+        self._failures += 1
+        if self._failures == 1:
+            logger.warning("Watching %s failed (%s); retrying until it works", self.what, error)
+        delay = min(MAX_RETRY_DELAY, 0.5 * 2 ** min(self._failures, 8))
+        await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter only
+
+    def _recovered(self) -> None:
+        if self._failures:
+            logger.info("Watching %s works again", self.what)
+        self._failures = 0
+
+    async def _relist(self) -> None:
+        listed: dict[ObjectKey, Record] = {}
+        token = ""
+        while True:
+            page = await self.transport.get_json(
+                self.path, self._query(limit=str(PAGE_SIZE), **{"continue": token})
+            )
+            for body in page.get("items") or ():
+                listed[_key_of(body)] = self.decode(body)
+            metadata = page.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                version = str(metadata.get("resourceVersion") or "")
+                break
+        changes = [
+            Change(key, old, listed.get(key))
+            for key, old in self.store.items()
+            if listed.get(key) != old
+        ]
+        changes += [Change(key, None, new) for key, new in listed.items() if key not in self.store]
+        # Replaced in place: views of the store stay views of the live one.
+        self.store.clear()
+        self.store.update(listed)
+        self._version = version
+        self._recovered()
+        for change in changes:
+            self.on_change(change)
+        self.listed.set()
+
+    async def _watch(self) -> None:
+        query = self._query(
+            watch="1",
+            resourceVersion=self._version,
+            allowWatchBookmarks="true",
+            timeoutSeconds=str(WATCH_SECONDS),
+        )
+        async for line in self.transport.stream_lines(self.path, query):
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            self._apply(str(event.get("type") or ""), event.get("object") or {})
+            self._recovered()
+
+    def _apply(self, type_: str, body: Mapping[str, Any]) -> None:
+        if type_ == "ERROR":
+            if body.get("code") == 410:
+                raise GoneError
+            raise RuntimeError(str(body.get("message") or body))
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if type_ != "BOOKMARK":
+            key = _key_of(body)
+            old = self.store.get(key)
+            if type_ == "DELETED":
+                self.store.pop(key, None)
+                new = None
+            else:
+                new = self.store[key] = self.decode(body)
+            if old != new:
+                self.on_change(Change(key, old, new))
+        if version:
+            self._version = str(version)
+
+
+def _key_of(body: Mapping[str, Any]) -> ObjectKey:
+    metadata = body.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
