@@ -1,0 +1,179 @@
+"""The reflector against a scripted API: listings, watch events, and what an outage leaves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from kubeherd.kube import reflector as reflector_module
+from kubeherd.kube.reflector import Change, GoneError, Reflector
+
+
+def node(name: str, version: str, zone: str = "a") -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version, "labels": {"zone": zone}}}
+
+
+def event(type_: str, body: Mapping[str, Any]) -> bytes:
+    return json.dumps({"type": type_, "object": body}).encode()
+
+
+class ScriptedApi:
+    """Answers listings from `listings` (each a list of pages) and watches from `watches`
+    (each a list of lines, or an exception to raise), in order; records the queries."""
+
+    def __init__(
+        self, listings: list[list[dict[str, Any]]], watches: list[list[bytes] | Exception]
+    ) -> None:
+        self.listings = listings
+        self.watches = watches
+        self.queries: list[dict[str, str]] = []
+        self.done = asyncio.Event()
+
+    async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
+        self.queries.append(dict(query))
+        pages = self.listings[0]
+        page = pages.pop(0)
+        if not pages:
+            self.listings.pop(0)
+        return page
+
+    async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        self.queries.append(dict(query))
+        if not self.watches:
+            self.done.set()
+            await asyncio.Event().wait()  # the API server keeps the watch open
+        script = self.watches.pop(0)
+        if isinstance(script, Exception):
+            raise script
+        for line in script:
+            yield line
+
+
+def page(items: list[dict[str, Any]], version: str, then: str = "") -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": version, "continue": then}, "items": items}
+
+
+def zone_of(body: Mapping[str, Any]) -> str:
+    return str(body["metadata"]["labels"]["zone"])
+
+
+def run_until_done(api: ScriptedApi) -> tuple[Reflector[str], list[Change[str]]]:
+    changes: list[Change[str]] = []
+    reflector: Reflector[str] = Reflector(api, "/api/v1/nodes", zone_of, changes.append)
+
+    async def scenario() -> None:
+        task = asyncio.get_running_loop().create_task(reflector.run())
+        await asyncio.wait_for(api.done.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    return reflector, changes
+
+
+@pytest.fixture(autouse=True)
+def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reflector_module, "MAX_RETRY_DELAY", 0.0)
+
+
+def test_a_paginated_listing_fills_the_store_and_the_watch_resumes_from_it() -> None:
+    api = ScriptedApi(
+        [[page([node("n1", "5")], "", then="next"), page([node("n2", "6")], "9")]],
+        [],
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {("", "n1"): "a", ("", "n2"): "a"}
+    assert reflector.listed.is_set()
+    assert [(c.key, c.old, c.new) for c in changes] == [
+        (("", "n1"), None, "a"),
+        (("", "n2"), None, "a"),
+    ]
+    assert api.queries[1]["continue"] == "next"
+    assert api.queries[2]["resourceVersion"] == "9"
+    assert api.queries[2]["allowWatchBookmarks"] == "true"
+
+
+def test_watch_events_change_the_store_and_bookmarks_move_the_resume_point() -> None:
+    api = ScriptedApi(
+        [[page([node("n1", "5")], "9")]],
+        [
+            [
+                event("MODIFIED", node("n1", "10", zone="b")),
+                event("ADDED", node("n2", "11")),
+                event("DELETED", node("n1", "12", zone="b")),
+                event("BOOKMARK", {"metadata": {"resourceVersion": "20"}}),
+            ]
+        ],
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {("", "n2"): "a"}
+    assert [(c.key[1], c.old, c.new) for c in changes[1:]] == [
+        ("n1", "a", "b"),
+        ("n2", None, "a"),
+        ("n1", "b", None),
+    ]
+    assert api.queries[-1]["resourceVersion"] == "20"
+
+
+def test_an_unchanged_record_is_not_reported() -> None:
+    api = ScriptedApi(
+        [[page([node("n1", "5")], "9")]], [[event("MODIFIED", node("n1", "10", zone="a"))]]
+    )
+
+    _, changes = run_until_done(api)
+
+    assert len(changes) == 1
+
+
+def test_after_gone_a_new_listing_reports_what_it_lacks_as_deleted() -> None:
+    api = ScriptedApi(
+        [
+            [page([node("n1", "5"), node("n2", "6")], "9")],
+            [page([node("n2", "30", zone="b"), node("n3", "31")], "40")],
+        ],
+        [[event("ERROR", {"code": 410, "message": "too old resource version"})]],
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {("", "n2"): "b", ("", "n3"): "a"}
+    assert {(c.key[1], c.old, c.new) for c in changes[2:]} == {
+        ("n1", "a", None),
+        ("n2", "a", "b"),
+        ("n3", None, "a"),
+    }
+    assert api.queries[-1]["resourceVersion"] == "40"
+
+
+def test_a_410_answer_to_the_watch_itself_lists_again_too() -> None:
+    api = ScriptedApi(
+        [[page([node("n1", "5")], "9")], [page([], "40")]],
+        [GoneError()],
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {}
+    assert (changes[-1].key[1], changes[-1].new) == ("n1", None)
+
+
+def test_a_broken_connection_resumes_from_where_the_watch_was() -> None:
+    api = ScriptedApi(
+        [[page([node("n1", "5")], "9")]],
+        [[event("ADDED", node("n2", "11"))], OSError("connection reset")],
+    )
+
+    reflector, _ = run_until_done(api)
+
+    assert set(reflector.store) == {("", "n1"), ("", "n2")}
+    watches = [query for query in api.queries if query.get("watch")]
+    assert [query["resourceVersion"] for query in watches] == ["9", "11", "11"]
