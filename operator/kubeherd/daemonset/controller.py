@@ -17,6 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kubeherd.admission.review import checked_pod, pod_template_review
+from kubeherd.daemonset.claims import (
+    adoption_patch,
+    controller_uid,
+    outside_selector_texts,
+    release_patch,
+    revision_adoptable,
+    selector_text,
+)
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import (
     CreatePod,
@@ -41,6 +49,7 @@ from kubeherd.daemonset.pods import (
     OWNER_LABEL,
     REVISION_LABEL,
     DaemonPodMaker,
+    target_node,
     template_hash,
 )
 from kubeherd.daemonset.revisions import (
@@ -52,9 +61,15 @@ from kubeherd.daemonset.revisions import (
     revisions_to_prune,
 )
 from kubeherd.daemonset.status import RolloutView, build_status, progressing
-from kubeherd.kube.client import Kube, KubeError, Outcome
+from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
-from kubeherd.meta import involved_object, iso_time, now_iso, status_changed
+from kubeherd.meta import (
+    controller_reference,
+    involved_object,
+    iso_time,
+    now_iso,
+    status_changed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +84,8 @@ EXPECTATION_TIMEOUT = 300.0
 # How many of our latest status writes are recognised when their watch events come back.
 OWN_VERSIONS_KEPT = 8
 Key = tuple[str, str]  # (namespace, name)
+POD_KIND = KINDS[("v1", "Pod")]
+REVISION_KIND = KINDS[("apps/v1", "ControllerRevision")]
 
 
 class NodeSource(Protocol):
@@ -146,6 +163,9 @@ class DaemonSetState:
     # The template the API server last judged (its hash), and why it refused it, if it did.
     checked_template: str = ""
     template_problem: str | None = None
+    # Pods may need adopting or releasing: after a start, an update of the CustomDaemonSet
+    # or a daemon pod's labels changing.
+    claims_due: bool = True
 
 
 def _progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -214,6 +234,7 @@ class DaemonSetController:
         # new spec, a status someone else wrote, labels) gets a full pass, as the native
         # controller re-syncs on every update: what it owns is written again if it differs.
         if body["metadata"].get("resourceVersion") not in state.own_versions:
+            state.claims_due = True
             self._wake(key, everything=True)
 
     def daemonset_deleted(self, key: Key) -> None:
@@ -227,6 +248,13 @@ class DaemonSetController:
     def node_changed(self, name: str) -> None:
         for key in self._states:
             self._wake(key, nodes=(name,))
+
+    def pod_relabelled(self, key: Key) -> None:
+        """A daemon pod's labels changed: it may have left the selector (to be released)."""
+        state = self._states.get(key)
+        if state is not None:
+            state.claims_due = True
+            self._wake(key, everything=True)
 
     def pod_changed(self, key: Key, node: str | None, name: str | None = None) -> None:
         state = self._states.get(key)
@@ -323,6 +351,9 @@ class DaemonSetController:
             state.rolling = True
             state.template_hash, state.generation = template_hash(template), generation
 
+        if state.claims_due:
+            state.claims_due = False
+            await self._claim_pods(key, state)
         now = self.clock()
         logger.debug("%s/%s: pass over %d nodes", *key, len(dirty))
         self._forget_expectations(key, state, dirty, now)
@@ -427,7 +458,7 @@ class DaemonSetController:
         uid = state.body["metadata"]["uid"]
         collision_count = int((state.body.get("status") or {}).get("collisionCount") or 0)
         for _attempt in range(5):
-            bodies = await self.kube.list_controller_revisions(namespace, f"{OWNER_LABEL}={key[1]}")
+            bodies = await self._claimed_revisions(key, state)
             decision = decide_revision(owned_revisions(bodies, uid), template, collision_count)
             collision_count = decision.collision_count
             outcome = Outcome(200)
@@ -465,14 +496,97 @@ class DaemonSetController:
                 )
                 raise KubeError(outcome)
             if decision.create is not None or decision.renumber is not None:
-                bodies = await self.kube.list_controller_revisions(
-                    namespace, f"{OWNER_LABEL}={key[1]}"
-                )
+                bodies = await self._claimed_revisions(key, state)
             state.revisions = owned_revisions(bodies, uid)
             state.revision = decision.hash
             state.collision_count = collision_count
             return
         raise RuntimeError(f"no free ControllerRevision name for {key[0]}/{key[1]}")
+
+    async def _claimed_revisions(self, key: Key, state: DaemonSetState) -> list[dict[str, Any]]:
+        """This CustomDaemonSet's revisions: the ones it controls, found by its own label or by
+        its selector (a revision labelled the native way), and orphans matching its selector,
+        which it adopts as the native controller does."""
+        namespace, name = key
+        uid = state.body["metadata"]["uid"]
+        selector = selector_text((state.body.get("spec") or {}).get("selector") or {})
+        by_uid: dict[str, dict[str, Any]] = {}
+        orphans: list[dict[str, Any]] = []
+        for query in (f"{OWNER_LABEL}={name}", selector):
+            for body in await self.kube.list_controller_revisions(namespace, query):
+                owner = controller_uid(body)
+                if owner == uid:
+                    by_uid[body["metadata"]["uid"]] = body
+                elif owner is None and query == selector and revision_adoptable(body):
+                    orphans.append(body)
+        reference = controller_reference(state.body, KIND)
+        for body in orphans:
+            outcome = await self.kube.patch_object(
+                REVISION_KIND,
+                namespace,
+                body["metadata"]["name"],
+                adoption_patch(body, reference, name),
+            )
+            if outcome.ok:
+                logger.info("%s/%s: adopted %s", *key, body["metadata"]["name"])
+                metadata = body["metadata"]
+                by_uid[metadata["uid"]] = {
+                    **body,
+                    "metadata": {
+                        **metadata,
+                        "ownerReferences": [*(metadata.get("ownerReferences") or []), reference],
+                    },
+                }
+        return list(by_uid.values())
+
+    async def _claim_pods(self, key: Key, state: DaemonSetState) -> None:
+        """Adopt the orphan pods the selector matches, and release the pods this CustomDaemonSet
+        controls that it no longer matches (their labels were changed), as the native
+        controller does; the watch then shows them joining or leaving."""
+        namespace, name = key
+        uid = state.body["metadata"]["uid"]
+        selector = (state.body.get("spec") or {}).get("selector") or {}
+        if not selector_text(selector):
+            return
+        reference = controller_reference(state.body, KIND)
+        orphans = await self.kube.list_objects(
+            POD_KIND, f"{selector_text(selector)},!{OWNER_LABEL}", namespace
+        )
+        labelled = [
+            pod.name
+            for node in self.pods.nodes_with_pods(key)
+            for pod in self.pods.on_node(key, node)
+            if pod.orphan and not pod.deleting
+        ]
+        for pod_name in labelled:
+            found = await self.kube.get_object(POD_KIND, namespace, pod_name)
+            if found is not None:
+                orphans.append(found)
+        for body in orphans:
+            metadata = body.get("metadata") or {}
+            if controller_uid(body) is not None or metadata.get("deletionTimestamp"):
+                continue
+            outcome = await self.kube.patch_object(
+                POD_KIND, namespace, metadata["name"], adoption_patch(body, reference, name)
+            )
+            if outcome.ok:
+                logger.info("%s/%s: adopted pod %s", *key, metadata["name"])
+                node = target_node(body)
+                if node and node not in state.expected:
+                    # Until the watch shows it as ours, its node must not get a second pod.
+                    revision = str((metadata.get("labels") or {}).get(REVISION_LABEL, ""))
+                    state.expected[node] = ExpectedPod(metadata["name"], revision, self.clock())
+        for query in outside_selector_texts(selector):
+            for body in await self.kube.list_objects(
+                POD_KIND, f"{OWNER_LABEL}={name},{query}", namespace
+            ):
+                if controller_uid(body) != uid:
+                    continue
+                outcome = await self.kube.patch_object(
+                    POD_KIND, namespace, body["metadata"]["name"], release_patch(body, uid)
+                )
+                if outcome.ok:
+                    logger.info("%s/%s: released pod %s", *key, body["metadata"]["name"])
 
     async def _recreate_revision(
         self,

@@ -35,11 +35,18 @@ class DaemonPod:
 
     owner: str
     info: PodInfo
+    # Labels decide whether the pod still matches its CustomDaemonSet's selector; a digest
+    # tells that they changed without keeping them.
+    labels_digest: int
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> DaemonPod:
         labels = (body.get("metadata") or {}).get("labels") or {}
-        return cls(str(labels.get(OWNER_LABEL, "")), PodInfo.from_body(body))
+        return cls(
+            str(labels.get(OWNER_LABEL, "")),
+            PodInfo.from_body(body),
+            hash(frozenset(labels.items())),
+        )
 
 
 class WatchedNodes:
@@ -152,6 +159,11 @@ class Watches:
         places = {(pod.owner, pod.info.node) for pod in (change.old, change.new) if pod}
         for owner, node in places:
             self.controller.pod_changed((namespace, owner), node, name)
+        old, new = change.old, change.new
+        relabelled = old is not None and new is not None and old.labels_digest != new.labels_digest
+        orphaned = new is not None and new.info.orphan and (old is None or not old.info.orphan)
+        if new is not None and (relabelled or orphaned):
+            self.controller.pod_relabelled((namespace, new.owner))
 
 
 def controller_of(memo: kopf.Memo) -> DaemonSetController:

@@ -42,6 +42,8 @@ class PodInfo:
     deleting: bool
     # Why a container is not running yet (ImagePullBackOff, CrashLoopBackOff...), or "".
     waiting_reason: str = ""
+    # No controller owns it (it carries the owner label but lost its owner reference).
+    orphan: bool = False
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
@@ -62,6 +64,7 @@ class PodInfo:
             created=metadata.get("creationTimestamp") or "",
             deleting=bool(metadata.get("deletionTimestamp")),
             waiting_reason=_waiting_reason(status),
+            orphan=not any(ref.get("controller") for ref in metadata.get("ownerReferences") or ()),
         )
 
     @property

@@ -270,6 +270,18 @@ class Kube:
 
     # What a Reflector needs (kubeherd.kube.reflector.Transport) ---------------------------
 
+    async def patch_object(
+        self, kind: Kind, namespace: str | None, name: str, operations: list[dict[str, Any]]
+    ) -> Outcome:
+        """A JSON patch; its `test` operations make it fail if the object changed meanwhile."""
+        return await self._write(
+            self._call,
+            "PATCH",
+            kind.path(namespace, name),
+            body=operations,
+            content_type="application/json-patch+json",
+        )
+
     async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
         response = await self._call("GET", path, query=query, timeout=LIST_TIMEOUT)
         try:

@@ -1,0 +1,123 @@
+"""Which pods and ControllerRevisions a CustomDaemonSet claims, as the native controller claims
+them: by its selector and by controller reference. An object matching the selector with no
+controller is adopted; one it controls that no longer matches is released.
+
+Pure: plain data in, plain data out (label selectors as the API server reads them, and the
+JSON patches that adopt or release).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubeherd.daemonset.pods import OWNER_LABEL, REVISION_LABEL
+
+
+def _requirements(selector: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """The selector as (key, operator, values), matchLabels as `In` with one value."""
+    found = [
+        (key, "In", [str(value)]) for key, value in (selector.get("matchLabels") or {}).items()
+    ]
+    for expression in selector.get("matchExpressions") or ():
+        values = [str(value) for value in expression.get("values") or ()]
+        found.append((str(expression.get("key")), str(expression.get("operator")), values))
+    return found
+
+
+def _requirement_text(key: str, operator: str, values: list[str]) -> str:
+    listed = ",".join(values)
+    return {
+        "In": f"{key} in ({listed})",
+        "NotIn": f"{key} notin ({listed})",
+        "Exists": key,
+        "DoesNotExist": f"!{key}",
+    }[operator]
+
+
+_NEGATION = {"In": "NotIn", "NotIn": "In", "Exists": "DoesNotExist", "DoesNotExist": "Exists"}
+
+
+def selector_text(selector: Mapping[str, Any]) -> str:
+    """The selector as a `labelSelector` query (`app in (agent),tier notin (x)`)."""
+    return ",".join(_requirement_text(*requirement) for requirement in _requirements(selector))
+
+
+def outside_selector_texts(selector: Mapping[str, Any]) -> list[str]:
+    """Queries that together find every object the selector does not match: one per
+    requirement, negated (`notin` also matches an object without the label)."""
+    return [
+        _requirement_text(key, _NEGATION[operator], values)
+        for key, operator, values in _requirements(selector)
+    ]
+
+
+def controller_uid(body: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controller, or None when it has none (an orphan)."""
+    for reference in (body.get("metadata") or {}).get("ownerReferences") or ():
+        if reference.get("controller"):
+            return str(reference.get("uid") or "")
+    return None
+
+
+def _escaped(label: str) -> str:
+    return label.replace("~", "~0").replace("/", "~1")
+
+
+def adoption_patch(
+    body: Mapping[str, Any], reference: Mapping[str, Any], owner_name: str
+) -> list[dict[str, Any]]:
+    """A JSON patch making `reference` the controller of the orphan `body`, and giving it the
+    owner label kubeherd watches by. Its `test`s make it fail if the object changed meanwhile
+    (another controller adopted it first)."""
+    metadata = body.get("metadata") or {}
+    references = metadata.get("ownerReferences")
+    operations: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": metadata.get("resourceVersion"),
+        },
+    ]
+    if references:
+        operations.append(
+            {"op": "add", "path": "/metadata/ownerReferences/-", "value": dict(reference)}
+        )
+    else:
+        operations.append(
+            {"op": "add", "path": "/metadata/ownerReferences", "value": [dict(reference)]}
+        )
+    if metadata.get("labels") is None:
+        operations.append({"op": "add", "path": "/metadata/labels", "value": {}})
+    operations.append(
+        {"op": "add", "path": f"/metadata/labels/{_escaped(OWNER_LABEL)}", "value": owner_name}
+    )
+    return operations
+
+
+def release_patch(body: Mapping[str, Any], owner_uid: str) -> list[dict[str, Any]]:
+    """A JSON patch removing the owner's controller reference and the owner label."""
+    metadata = body.get("metadata") or {}
+    operations: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": metadata.get("resourceVersion"),
+        },
+    ]
+    for index, reference in enumerate(metadata.get("ownerReferences") or ()):
+        if reference.get("uid") == owner_uid:
+            operations.append({"op": "remove", "path": f"/metadata/ownerReferences/{index}"})
+            break
+    if OWNER_LABEL in (metadata.get("labels") or {}):
+        operations.append({"op": "remove", "path": f"/metadata/labels/{_escaped(OWNER_LABEL)}"})
+    return operations
+
+
+def revision_adoptable(body: Mapping[str, Any]) -> bool:
+    """A ControllerRevision kubeherd can take as one of its own: no controller, and a
+    template hash label to recognise its pods by."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return controller_uid(body) is None and bool(labels.get(REVISION_LABEL))
