@@ -268,30 +268,27 @@ class Kube:
             _request_timeout=timeout,
         )
 
-    # What a Reflector needs (kubeherd.kube.reflector.Transport) ---------------------------
-
     async def patch_object(
-        self, kind: Kind, namespace: str | None, name: str, operations: list[dict[str, Any]]
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        content_type: str = "application/json-patch+json",
     ) -> Outcome:
-        """A JSON patch; its `test` operations make it fail if the object changed meanwhile."""
+        """A JSON patch by default; its `test` operations make it fail if the object changed
+        meanwhile."""
         return await self._write(
-            self._call,
-            "PATCH",
-            kind.path(namespace, name),
-            body=operations,
-            content_type="application/json-patch+json",
+            self._call, "PATCH", kind.path(namespace, name), body=patch, content_type=content_type
         )
 
+    # What a Reflector needs (kubeherd.kube.reflector.Transport) ---------------------------
+
     async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
-        response = await self._call("GET", path, query=query, timeout=LIST_TIMEOUT)
-        try:
-            body = await response.read()
-        finally:
-            response.release()
-        if not 200 <= response.status < 300:
-            raise KubeError(Outcome(response.status, _api_message(body, response.status)))
-        result: dict[str, Any] = json.loads(body)
-        return result
+        found = await self._read(self._call, "GET", path, query=query, timeout=LIST_TIMEOUT)
+        if found is None:
+            raise KubeError(Outcome(404, f"{path} not found"))
+        return found
 
     async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
         response = await self._call("GET", path, query=query, timeout=WATCH_TIMEOUT)
@@ -421,12 +418,8 @@ class Kube:
         self, namespace: str, name: str, patch: dict[str, Any]
     ) -> Outcome:
         kind = KINDS[("apps/v1", "ControllerRevision")]
-        return await self._write(
-            self._call,
-            "PATCH",
-            kind.path(namespace, name),
-            body=patch,
-            content_type="application/merge-patch+json",
+        return await self.patch_object(
+            kind, namespace, name, patch, content_type="application/merge-patch+json"
         )
 
     async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
