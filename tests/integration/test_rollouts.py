@@ -372,3 +372,39 @@ def test_revisions_can_be_labelled_and_an_undo_renumbers_the_same_object(
     after = daemonsets.apps.read_namespaced_controller_revision(revision_name, daemonsets.namespace)
     assert after.metadata.uid == before.metadata.uid
     assert after.revision == 3
+
+
+def test_a_template_with_text_in_any_script_is_recorded_and_rolled_out(
+    daemonsets: DaemonSets, kubectl: Kubectl
+) -> None:
+    # Emoji lie beyond the Basic Multilingual Plane, where JSON and YAML escape differently.
+    greeting = "héllo, 世界 🚀\\ud83d"
+    manifest = agent(
+        containers=[
+            {
+                "name": "agent",
+                "image": "registry.k8s.io/pause:3.10",
+                "env": [{"name": "GREETING", "value": greeting}],
+            }
+        ]
+    )
+    manifest["spec"]["template"]["metadata"]["annotations"] = {"note": "🛰️ node agent"}
+    name = daemonsets.create(manifest)
+
+    pods = daemonsets.wait_for_nodes(name, WORKERS)
+    assert {pod.spec.containers[0].env[0].value for pod in pods} == {greeting}
+    revision_name = f"{name}-{revision_of(pods[0])}"
+    labelled = kubectl(
+        "label",
+        "controllerrevision",
+        revision_name,
+        "team=infra",
+        "-n",
+        daemonsets.namespace,
+        check=False,
+    )
+    assert labelled.returncode == 0, labelled.stderr
+    stored = daemonsets.apps.read_namespaced_controller_revision(
+        revision_name, daemonsets.namespace
+    )
+    assert stored.data["spec"]["template"]["metadata"]["annotations"] == {"note": "🛰️ node agent"}

@@ -15,6 +15,7 @@ import datetime
 import json
 import logging
 import math
+import re
 import secrets
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -410,7 +411,7 @@ class Kube:
             self._call,
             "POST",
             kind.path(namespace),
-            body=json.dumps(body).encode(),
+            body=json_for_yaml(body),
             content_type="application/yaml",
         )
 
@@ -529,6 +530,24 @@ def retry_after(header: str | None) -> float:
     if not math.isfinite(seconds):
         return 1.0
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+_SURROGATE_PAIR = re.compile(rb"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def json_for_yaml(body: Any) -> bytes:
+    """JSON that a YAML parser reads as the same data.
+
+    JSON writes a character beyond the Basic Multilingual Plane (an emoji, say) as two escaped
+    surrogates, which YAML refuses as invalid characters; YAML's own escape for it is one
+    `\\UXXXXXXXX`. Everything else stays ASCII, with JSON's escapes, which YAML shares."""
+
+    def as_yaml(match: re.Match[bytes]) -> bytes:
+        high, low = int(match[1], 16), int(match[2], 16)
+        code_point = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+        return b"\\U%08x" % code_point
+
+    return _SURROGATE_PAIR.sub(as_yaml, json.dumps(body).encode())
 
 
 class PlainJsonApiClient(k8s.ApiClient):  # type: ignore[misc]
