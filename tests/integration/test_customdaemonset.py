@@ -247,29 +247,33 @@ def test_a_status_someone_else_wrote_is_corrected_and_their_condition_kept(
     assert {"Available", "Progressing"} <= {c["type"] for c in status["conditions"]}
 
 
+# A node affinity the API server refuses, which kubeherd's own matching would read as "no node".
+UNKNOWN_OPERATOR = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "Foo", "values": ["a"]}]}
+            ]
+        }
+    }
+}
+
+
+def template_valid(daemonsets: DaemonSets, name: str) -> dict[str, Any] | None:
+    conditions = (daemonsets.get(name).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "TemplateValid"), None)
+
+
 def test_a_template_the_api_server_refuses_is_reported_and_changes_no_pod(
     daemonsets: DaemonSets,
 ) -> None:
     # The tests' operator runs without its admission webhook: as while the webhook is down.
     name = daemonsets.create(agent())
     running = {p.metadata.uid for p in daemonsets.wait_for_nodes(name, WORKERS)}
-    unknown_operator = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "zone", "operator": "Foo", "values": ["a"]}]}
-                ]
-            }
-        }
-    }
 
-    daemonsets.patch_spec(name, {"template": {"spec": {"affinity": unknown_operator}}})
+    daemonsets.patch_spec(name, {"template": {"spec": {"affinity": UNKNOWN_OPERATOR}}})
 
-    def refused() -> dict[str, Any] | None:
-        conditions = (daemonsets.get(name).get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c["type"] == "TemplateValid"), None)
-
-    condition = eventually(refused, what="the TemplateValid condition")
+    condition = eventually(lambda: template_valid(daemonsets, name), what="TemplateValid")
     assert (condition["status"], condition["reason"]) == ("False", "InvalidTemplate")
     assert "spec.template.spec.affinity.nodeAffinity" in condition["message"]
     assert '"Foo"' in condition["message"]
@@ -283,9 +287,88 @@ def test_a_template_the_api_server_refuses_is_reported_and_changes_no_pod(
     fixed["template"]["spec"]["affinity"] = None
     daemonsets.patch_spec(name, fixed)
 
-    eventually(lambda: refused() is None, what="the condition cleared")
-    pods = daemonsets.wait_for_nodes(name, WORKERS)
-    assert {p.spec.containers[0].image for p in pods} == {"registry.k8s.io/pause:3.9"}
+    eventually(lambda: template_valid(daemonsets, name) is None, what="the condition cleared")
+
+    def rolled_out() -> bool:
+        pods = daemonsets.pods(name)
+        images = {p.spec.containers[0].image for p in pods}
+        return len(pods) == 2 and images == {"registry.k8s.io/pause:3.9"}
+
+    eventually(rolled_out, what="the fixed template on both nodes")
+
+
+class UnreachablePodWebhook:
+    """A mutating webhook for pods in one namespace that nobody serves: while it is installed,
+    every pod create there, dry-runs too, fails with 500 (no verdict on the pod itself)."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self.admission = client.AdmissionregistrationV1Api(api_client)
+        self.namespace = namespace
+        self.name = f"unreachable-{namespace}"
+
+    def install(self) -> None:
+        rule = {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+        }
+        webhook = {
+            "name": "unreachable.kubeherd.io",
+            "clientConfig": {"url": "https://127.0.0.1:9/mutate"},
+            "rules": [rule],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 2,
+        }
+        self.admission.create_mutating_webhook_configuration(
+            {"metadata": {"name": self.name}, "webhooks": [webhook]}
+        )
+
+    def remove(self) -> None:
+        try:
+            self.admission.delete_mutating_webhook_configuration(self.name)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+@pytest.fixture
+def unreachable_pod_webhook(
+    api_client: client.ApiClient, namespace: str
+) -> Iterator[UnreachablePodWebhook]:
+    webhook = UnreachablePodWebhook(api_client, namespace)
+    yield webhook
+    webhook.remove()
+
+
+def test_a_template_without_a_verdict_changes_no_pod_until_the_api_server_answers(
+    daemonsets: DaemonSets, unreachable_pod_webhook: UnreachablePodWebhook
+) -> None:
+    name = daemonsets.create(agent())
+    running = {p.metadata.uid for p in daemonsets.wait_for_nodes(name, WORKERS)}
+    # The dry-run of an invalid template now gets no verdict rather than the API server's
+    # refusal: a webhook it must call first cannot be reached.
+    unreachable_pod_webhook.install()
+
+    daemonsets.patch_spec(name, {"template": {"spec": {"affinity": UNKNOWN_OPERATOR}}})
+
+    (event,) = eventually(
+        lambda: daemonsets.events(name, "TemplateCheckFailed"), what="a Warning event"
+    )
+    assert event.type == "Warning"
+    assert "failed calling webhook" in event.message
+    time.sleep(5)  # retries come and go: nothing acts on a template that may be invalid
+    assert {p.metadata.uid for p in daemonsets.pods(name)} == running
+    assert template_valid(daemonsets, name) is None
+
+    unreachable_pod_webhook.remove()
+
+    condition = eventually(lambda: template_valid(daemonsets, name), what="TemplateValid")
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidTemplate")
+    assert {p.metadata.uid for p in daemonsets.pods(name)} == running
 
 
 def test_creates_refused_by_a_quota_warn_and_converge_once_it_allows(

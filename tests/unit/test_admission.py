@@ -25,6 +25,7 @@ from kubeherd.admission.configuration import (
 )
 from kubeherd.admission.review import (
     checked_pod,
+    no_verdict,
     pod_template_review,
     profile_review,
     spec_changed,
@@ -193,6 +194,26 @@ def test_a_failed_check_allows_with_a_warning(status: int) -> None:
     review = pod_template_review(status, {"message": "request failed"})
     assert not review.refusal
     assert "could not check" in review.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("status", "says_nothing"),
+    [
+        (0, True),
+        (429, True),
+        (500, True),
+        (504, True),
+        (201, False),
+        (400, False),
+        (403, False),
+        (409, False),
+        (422, False),
+    ],
+)
+def test_only_a_failed_or_overloaded_dry_run_says_nothing_of_the_pod(
+    status: int, says_nothing: bool
+) -> None:
+    assert no_verdict(status) is says_nothing
 
 
 def test_a_pod_the_api_server_would_create_is_allowed() -> None:

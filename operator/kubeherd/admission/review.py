@@ -93,6 +93,12 @@ def template_field(field: str) -> str:
 _QUOTED_POD_FIELD = re.compile(r'"((?:spec|metadata)[.\[][^"]*)"')
 
 
+def no_verdict(status_code: int) -> bool:
+    """Whether a dry-run's answer says nothing about the pod itself: the request failed, or
+    the API server was overloaded, timed out or could not reach a webhook it must ask."""
+    return status_code == 0 or status_code == 429 or status_code >= 500
+
+
 def pod_template_review(status_code: int, status: Mapping[str, Any]) -> Review:
     """The review of a CustomDaemonSet from the API server's answer to its dry-run pod.
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kubeherd.admission.review import checked_pod, pod_template_review
+from kubeherd.admission.review import checked_pod, no_verdict, pod_template_review
 from kubeherd.daemonset.claims import (
     adoption_patch,
     controller_uid,
@@ -83,6 +83,8 @@ COALESCE_SECONDS = 0.05
 EXPECTATION_TIMEOUT = 300.0
 # How many of our latest status writes are recognised when their watch events come back.
 OWN_VERSIONS_KEPT = 8
+# The longest wait between dry-runs of a template the API server gave no verdict on.
+TEMPLATE_CHECK_LIMIT = 30.0
 Key = tuple[str, str]  # (namespace, name)
 POD_KIND = KINDS[("v1", "Pod")]
 REVISION_KIND = KINDS[("apps/v1", "ControllerRevision")]
@@ -160,9 +162,13 @@ class DaemonSetState:
     expected: dict[str, ExpectedPod] = field(default_factory=dict)
     # The resourceVersions of our own status writes: their watch events need no pass.
     own_versions: list[str] = field(default_factory=list)
+    # The status as our last write leaves it: its watch event may come before the write's
+    # answer (and its resourceVersion) does.
+    written_status: Mapping[str, Any] | None = None
     # The template the API server last judged (its hash), and why it refused it, if it did.
     checked_template: str = ""
     template_problem: str | None = None
+    template_check_backoff: Backoff = field(default_factory=lambda: Backoff(TEMPLATE_CHECK_LIMIT))
     # Pods may need adopting or releasing: after a start, an update of the CustomDaemonSet
     # or a daemon pod's labels changing.
     claims_due: bool = True
@@ -229,11 +235,16 @@ class DaemonSetController:
         if state is None:
             state = DaemonSetState(body=body, create_backoff=Backoff(self.max_create_backoff))
             self._states[key] = state
+        own_write = body["metadata"].get("resourceVersion") in state.own_versions or (
+            state.written_status is not None
+            and body.get("status") == state.written_status
+            and body["metadata"].get("generation") == state.body["metadata"].get("generation")
+        )
         state.body = body
         # Our own status writes come back as events too and change nothing. Anything else (a
         # new spec, a status someone else wrote, labels) gets a full pass, as the native
         # controller re-syncs on every update: what it owns is written again if it differs.
-        if body["metadata"].get("resourceVersion") not in state.own_versions:
+        if not own_write:
             state.claims_due = True
             self._wake(key, everything=True)
 
@@ -324,6 +335,8 @@ class DaemonSetController:
         generation = int(body["metadata"].get("generation", 0))
         if template_hash(template) != state.checked_template:
             await self._check_template(key, state, template)
+            if template_hash(template) != state.checked_template:
+                return  # no verdict yet: nothing acts on a template that may be invalid
         if state.template_problem is not None:
             # Nothing of a template the API server refuses can run, and its node affinity may
             # read as matching no node: acting on it would only delete what runs now.
@@ -404,6 +417,27 @@ class DaemonSetController:
         but it may have been down, or the object older than it."""
         pod = checked_pod(state.body)
         answer = await self.kube.dry_run_pod(key[0], pod)
+        if no_verdict(answer.status):
+            # Not knowing is no yes: an invalid node affinity would read as "no node matches"
+            # and delete every pod. What runs keeps running until the API server answers.
+            first_failure = state.template_check_backoff.delay == 0
+            delay = state.template_check_backoff.next_delay()
+            message = str(answer.body.get("message") or f"HTTP {answer.status}")
+            logger.warning(
+                "%s/%s: cannot check the pod template (%s); again in %.0f s", *key, message, delay
+            )
+            if first_failure:
+                self._event(
+                    key,
+                    state,
+                    "Warning",
+                    "TemplateCheckFailed",
+                    f"The API server gave no verdict on the pod template; no pod changes until "
+                    f"it does: {message}",
+                )
+            self._wake_later(key, delay, ())
+            return
+        state.template_check_backoff.reset()
         refusal = pod_template_review(answer.status, answer.body).refusal or None
         state.checked_template = template_hash(template)
         if refusal is not None and refusal != state.template_problem:
@@ -844,10 +878,11 @@ class DaemonSetController:
         if not status_changed(previous, status):
             return
         self._report_rollout(key, state, previous, status)
+        state.written_status = {**previous, **status}
         outcome = await self.kube.patch_status(PLURAL, key[0], key[1], status)
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
-            state.body = {**state.body, "status": {**previous, **status}}
+            state.body = {**state.body, "status": state.written_status}
             state.own_versions = [*state.own_versions[-(OWN_VERSIONS_KEPT - 1) :]]
             state.own_versions.append(outcome.resource_version)
         elif not outcome.not_found:
