@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubeherd.daemonset.controller import EventBudget
+from kubeherd.events import EventBudget
 from kubeherd.kube.ratelimit import Backoff
 
 

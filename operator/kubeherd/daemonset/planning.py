@@ -8,7 +8,6 @@ record per node, kept up to date the same way.
 from __future__ import annotations
 
 import datetime
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 from kubeherd.daemonset.eligibility import NodeInfo, Verdict, compile_pod_requirements
 from kubeherd.daemonset.pods import REVISION_LABEL, target_node
+from kubeherd.daemonset.spec import resolve_budget
 
 # How many example node names a status entry on ineligible nodes lists.
 EXAMPLE_NODES = 3
@@ -308,18 +308,6 @@ def node_selector_text(pod_spec: Mapping[str, Any]) -> str:
     """The nodeSelector as `kubectl get daemonset` shows it: k=v,k2=v2, or <none>."""
     selector = pod_spec.get("nodeSelector") or {}
     return ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or "<none>"
-
-
-def resolve_budget(value: int | str | None, desired: int, default: int) -> int:
-    """An int-or-percent budget against `desired` nodes; percentages round up, as upstream."""
-    if value is None:
-        return default
-    if isinstance(value, int):
-        return max(0, value)
-    text = str(value).strip()
-    if text.endswith("%"):
-        return max(0, math.ceil(int(text[:-1]) * desired / 100))
-    return max(0, int(text))
 
 
 def pod_available(pod: PodInfo, min_ready_seconds: int, now: float) -> bool:

@@ -1,0 +1,75 @@
+"""Whether the API server would run the template's pods at all: a dry-run create of one, once
+per template. The admission webhook refuses such a template at `kubectl apply`, but it may have
+been down, or the object older than it; the controller then reports it and changes no pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeherd.admission.review import checked_pod, no_verdict, pod_template_review
+from kubeherd.events import EventRecorder
+from kubeherd.kube.client import Kube
+from kubeherd.kube.ratelimit import Backoff
+
+logger = logging.getLogger(__name__)
+
+# The longest wait between dry-runs of a template the API server gave no verdict on.
+TEMPLATE_CHECK_LIMIT = 30.0
+
+
+@dataclass
+class TemplateCheck:
+    backoff: Backoff = field(default_factory=lambda: Backoff(TEMPLATE_CHECK_LIMIT))
+    # The hash of the template the API server judged, and why it refused it, if it did.
+    checked: str = ""
+    problem: str | None = None
+
+
+async def judge_template(
+    kube: Kube,
+    events: EventRecorder,
+    body: Mapping[str, Any],
+    template_hash: str,
+    check: TemplateCheck,
+) -> float | None:
+    """Ask the API server about the template: None once it has judged (`check` says how), else
+    how long to wait before asking again."""
+    answer = await kube.dry_run_pod(body["metadata"]["namespace"], checked_pod(body))
+    if no_verdict(answer.status):
+        # Not knowing is no yes: an invalid node affinity would read as "no node matches"
+        # and delete every pod. What runs keeps running until the API server answers.
+        first_failure = check.backoff.delay == 0
+        delay = check.backoff.next_delay()
+        message = str(answer.body.get("message") or f"HTTP {answer.status}")
+        logger.warning(
+            "%s/%s: cannot check the pod template (%s); again in %.0f s",
+            body["metadata"]["namespace"],
+            body["metadata"]["name"],
+            message,
+            delay,
+        )
+        if first_failure:
+            events.record(
+                body,
+                "Warning",
+                "TemplateCheckFailed",
+                "The API server gave no verdict on the pod template; no pod changes until it "
+                f"does: {message}",
+            )
+        return delay
+    check.backoff.reset()
+    refusal = pod_template_review(answer.status, answer.body).refusal or None
+    check.checked = template_hash
+    if refusal is not None and refusal != check.problem:
+        events.record(
+            body,
+            "Warning",
+            "InvalidTemplate",
+            f"The API server refuses the pod template; no pod changes until it is fixed: {refusal}",
+        )
+    check.problem = refusal
+    return None

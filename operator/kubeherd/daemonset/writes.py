@@ -1,0 +1,212 @@
+"""The daemon pod writes of a pass, paced as the native controller paces them: creates in
+doubling batches that stop at the first refusal, a growing backoff before a node's failed pod
+is replaced, expectations so a pod created is never created twice; and the claims (adopting
+orphans the selector matches, releasing pods it no longer matches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeherd.daemonset.claims import (
+    adoption_patch,
+    controller_uid,
+    outside_selector_texts,
+    release_patch,
+    selector_text,
+)
+from kubeherd.daemonset.passes import ExpectedPod, PlannedCreate
+from kubeherd.daemonset.planning import DeletePod, PodInfo, create_batches, next_first_batch
+from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, target_node
+from kubeherd.events import EventRecorder
+from kubeherd.kube.client import KINDS, Kube, Outcome
+from kubeherd.kube.ratelimit import Backoff
+from kubeherd.meta import controller_reference
+
+logger = logging.getLogger(__name__)
+
+POD_KIND = KINDS[("v1", "Pod")]
+
+
+@dataclass
+class Pacing:
+    """How fast one CustomDaemonSet's pods are written, carried from pass to pass."""
+
+    create_backoff: Backoff
+    max_failed_pod_backoff: float
+    # The first batch of the next creates (`next_first_batch`).
+    first_create_batch: int = 1
+    # Why the last creates were refused, for the ReplicaFailure condition; None: they were not.
+    create_failure: str | None = None
+    # Per node: (not before, backoff) after a failed pod, as the native controller does.
+    failed_pods: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
+    # Per node: the pod created there that the watch has not shown yet. Pod names are
+    # generated, so this, not the name, keeps a second pass from creating a second pod.
+    expected: dict[str, ExpectedPod] = field(default_factory=dict)
+
+    def failed_pod_not_before(self) -> dict[str, float]:
+        return {node: entry[0] for node, entry in self.failed_pods.items()}
+
+
+async def delete_pods(
+    kube: Kube,
+    events: EventRecorder,
+    body: Mapping[str, Any],
+    pacing: Pacing,
+    deletes: list[DeletePod],
+    now: float,
+) -> None:
+    namespace = body["metadata"]["namespace"]
+    for delete in deletes:
+        if delete.pod.phase == "Failed":
+            # The next failed pod on this node stays for a growing delay before it is
+            # replaced, so a crashing daemon does not hammer the API server (and the node)
+            # with pods, and users can see why it failed.
+            _, backoff = pacing.failed_pods.get(
+                delete.node, (0.0, Backoff(pacing.max_failed_pod_backoff))
+            )
+            pacing.failed_pods[delete.node] = (now + backoff.next_delay(), backoff)
+            events.record(
+                body,
+                "Warning",
+                "FailedDaemonPod",
+                f"Found failed daemon pod {namespace}/{delete.pod.name} "
+                f"on node {delete.node}, will try to kill it",
+            )
+    outcomes = await asyncio.gather(
+        *(kube.delete_pod(namespace, d.pod.name, d.pod.uid) for d in deletes)
+    )
+    for delete, outcome in zip(deletes, outcomes, strict=True):
+        if outcome.ok:
+            events.record(
+                body,
+                "Normal",
+                "SuccessfulDelete",
+                f"Deleted pod: {delete.pod.name} on node {delete.node} because {delete.why}",
+            )
+        elif not outcome.not_found:
+            events.record(
+                body,
+                "Warning",
+                "FailedDelete",
+                f"Error deleting pod {delete.pod.name} on node {delete.node}: {outcome.message}",
+            )
+
+
+async def create_pods(
+    kube: Kube,
+    events: EventRecorder,
+    body: Mapping[str, Any],
+    pacing: Pacing,
+    creates: list[PlannedCreate],
+    build: Callable[[PlannedCreate], dict[str, Any]],
+    clock: Callable[[], float],
+) -> Outcome | None:
+    """Create in doubling batches and stop at the first batch with a failure, as the native
+    controller does: a quota that refuses one pod refuses the next 5,000 too. The first batch
+    is 1 after a refusal, else as large as the last creates went (`create_batches`).
+    Returns the refusal, if any."""
+    namespace = body["metadata"]["namespace"]
+    remaining = list(creates)
+    sent: list[int] = []
+    for batch_size in create_batches(len(creates), pacing.first_create_batch):
+        batch, remaining = remaining[:batch_size], remaining[batch_size:]
+        pods = [build(create) for create in batch]
+        sent_at = clock()
+        for pod, create in zip(pods, batch, strict=True):
+            pacing.expected[create.node] = ExpectedPod(
+                pod["metadata"]["name"], pod["metadata"]["labels"][REVISION_LABEL], sent_at
+            )
+        outcomes = await asyncio.gather(*(_create_pod(kube, namespace, pod) for pod in pods))
+        failure: Outcome | None = None
+        for pod, create, outcome in zip(pods, batch, outcomes, strict=True):
+            name = pod["metadata"]["name"]
+            if outcome.ok:
+                events.record(
+                    body, "Normal", "SuccessfulCreate", f"Created pod: {name} on node {create.node}"
+                )
+                continue
+            # Refused: nothing to wait for (a pod the watch showed meanwhile is seen).
+            expected = pacing.expected.get(create.node)
+            if expected is not None and expected.name == name:
+                del pacing.expected[create.node]
+            if outcome.namespace_terminating:
+                # As the native controller: nothing to create in a namespace on its way out.
+                return None
+            failure = outcome
+            events.record(
+                body,
+                "Warning",
+                "FailedCreate",
+                f"Error creating pod for node {create.node}: {outcome.message}",
+            )
+        if failure is not None:
+            pacing.first_create_batch = next_first_batch(1, [], refused=True)
+            return failure
+        sent.append(batch_size)
+    pacing.first_create_batch = next_first_batch(pacing.first_create_batch, sent, refused=False)
+    return None
+
+
+async def _create_pod(kube: Kube, namespace: str, pod: dict[str, Any]) -> Outcome:
+    """Create, and if the answer was lost on the way, send the same pod again: its name makes
+    the second request find the first one's pod (AlreadyExists) instead of making a second
+    pod, so a retried create is created once."""
+    outcome = await kube.create_pod(namespace, pod)
+    if outcome.status != 0:
+        return outcome
+    retried = await kube.create_pod(namespace, pod)
+    return Outcome(201) if retried.already_exists else retried
+
+
+async def claim_pods(
+    kube: Kube,
+    body: Mapping[str, Any],
+    pacing: Pacing,
+    orphans_seen: list[PodInfo],
+    clock: Callable[[], float],
+) -> None:
+    """Adopt the orphan pods the selector matches, and release the pods this CustomDaemonSet
+    controls that it no longer matches (their labels were changed), as the native controller
+    does; the watch then shows them joining or leaving. `orphans_seen`: the pods with the
+    owner label that the watch shows without an owner."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    uid = body["metadata"]["uid"]
+    selector = (body.get("spec") or {}).get("selector") or {}
+    if not selector_text(selector):
+        return
+    reference = controller_reference(body, KIND)
+    orphans = await kube.list_objects(
+        POD_KIND, f"{selector_text(selector)},!{OWNER_LABEL}", namespace
+    )
+    for pod in orphans_seen:
+        found = await kube.get_object(POD_KIND, namespace, pod.name)
+        if found is not None:
+            orphans.append(found)
+    for orphan in orphans:
+        metadata = orphan.get("metadata") or {}
+        if controller_uid(orphan) is not None or metadata.get("deletionTimestamp"):
+            continue
+        outcome = await kube.patch_object(
+            POD_KIND, namespace, metadata["name"], adoption_patch(orphan, reference, name)
+        )
+        if outcome.ok:
+            logger.info("%s/%s: adopted pod %s", namespace, name, metadata["name"])
+            node = target_node(orphan)
+            if node and node not in pacing.expected:
+                # Until the watch shows it as ours, its node must not get a second pod.
+                revision = str((metadata.get("labels") or {}).get(REVISION_LABEL, ""))
+                pacing.expected[node] = ExpectedPod(metadata["name"], revision, clock())
+    for query in outside_selector_texts(selector):
+        for found in await kube.list_objects(POD_KIND, f"{OWNER_LABEL}={name},{query}", namespace):
+            if controller_uid(found) != uid:
+                continue
+            outcome = await kube.patch_object(
+                POD_KIND, namespace, found["metadata"]["name"], release_patch(found, uid)
+            )
+            if outcome.ok:
+                logger.info("%s/%s: released pod %s", namespace, name, found["metadata"]["name"])
