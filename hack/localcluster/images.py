@@ -722,7 +722,11 @@ def ensure_images(
     """Return an OCI archive of each image (all, or those named in `only`), building whatever
     is missing or out of date, and only that."""
     cache = cache_dir or default_images_dir()
-    images = _images(select_images(only), binaries, repo)
+    names = select_images(only)
+    if "testbox" in names:
+        # The testbox image's fingerprint covers its busybox binary, which must be there first.
+        ensure_packages({"busybox": IMAGE_PACKAGES["busybox"]}, report)
+    images = _images(names, binaries, repo)
     archives = [
         ImageArchive(image.reference, archive_path(cache, image.name, image.fingerprint))
         for image in images
