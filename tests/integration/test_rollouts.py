@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -341,13 +342,8 @@ def test_rollout_status_fails_on_a_stuck_rollout_and_on_a_timeout(
     assert "ImagePullBackOff" in stuck.stderr
 
 
-def test_revisions_can_be_labelled_and_an_undo_renumbers_the_same_object(
-    daemonsets: DaemonSets, local_cluster: LocalCluster, kubectl: Kubectl
-) -> None:
-    name = daemonsets.create(agent())
-    first = revision_of(daemonsets.wait_for_nodes(name, WORKERS)[0])
-    revision_name = f"{name}-{first}"
-
+def label_revision(daemonsets: DaemonSets, kubectl: Kubectl, revision_name: str) -> Any:
+    """`kubectl label controllerrevision` as a user runs it; the revision as it is then."""
     labelled = kubectl(
         "label",
         "controllerrevision",
@@ -358,10 +354,21 @@ def test_revisions_can_be_labelled_and_an_undo_renumbers_the_same_object(
         check=False,
     )
     assert labelled.returncode == 0, labelled.stderr
-    before = daemonsets.apps.read_namespaced_controller_revision(
+    revision = daemonsets.apps.read_namespaced_controller_revision(
         revision_name, daemonsets.namespace
     )
-    assert before.metadata.labels["team"] == "infra"
+    assert revision.metadata.labels["team"] == "infra"
+    return revision
+
+
+def test_revisions_can_be_labelled_and_an_undo_renumbers_the_same_object(
+    daemonsets: DaemonSets, local_cluster: LocalCluster, kubectl: Kubectl
+) -> None:
+    name = daemonsets.create(agent())
+    first = revision_of(daemonsets.wait_for_nodes(name, WORKERS)[0])
+    revision_name = f"{name}-{first}"
+
+    before = label_revision(daemonsets, kubectl, revision_name)
 
     daemonsets.patch_spec(name, NEW_IMAGE)
     daemonsets.wait_for_status(name, updatedNumberScheduled=2, numberAvailable=2)
@@ -394,17 +401,5 @@ def test_a_template_with_text_in_any_script_is_recorded_and_rolled_out(
     pods = daemonsets.wait_for_nodes(name, WORKERS)
     assert {pod.spec.containers[0].env[0].value for pod in pods} == {greeting}
     revision_name = f"{name}-{revision_of(pods[0])}"
-    labelled = kubectl(
-        "label",
-        "controllerrevision",
-        revision_name,
-        "team=infra",
-        "-n",
-        daemonsets.namespace,
-        check=False,
-    )
-    assert labelled.returncode == 0, labelled.stderr
-    stored = daemonsets.apps.read_namespaced_controller_revision(
-        revision_name, daemonsets.namespace
-    )
+    stored = label_revision(daemonsets, kubectl, revision_name)
     assert stored.data["spec"]["template"]["metadata"]["annotations"] == {"note": "🛰️ node agent"}
