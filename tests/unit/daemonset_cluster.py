@@ -1,0 +1,287 @@
+"""An in-memory cluster for the CustomDaemonSet controller's scenario tests: it answers at the
+`Kube` boundary as the API server would (objects, resourceVersions, AlreadyExists, programmable
+refusals), records every write and event, and plays the watches back to the controller (the
+node and pod sources, the CustomDaemonSet's own events), all on the virtual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubeherd.daemonset.controller import DaemonSetController, Key
+from kubeherd.daemonset.eligibility import NodeInfo
+from kubeherd.daemonset.planning import PodInfo
+from kubeherd.daemonset.pods import OWNER_LABEL, target_node
+from kubeherd.kube.client import DryRun, Kind, Kube, Outcome
+from kubeherd.meta import iso_time
+from tests.unit.virtual_time import wall_clock
+
+NAMESPACE = "ops"
+
+
+@dataclass(frozen=True)
+class Write:
+    verb: str
+    kind: str
+    name: str
+    body: Any = None
+
+
+@dataclass(frozen=True)
+class PostedEvent:
+    type: str
+    reason: str
+    message: str
+
+
+def matches(labels: Mapping[str, str], selector: str) -> bool:
+    """Label selectors as kubeherd writes them: `k=v`, `k`, `!k`, joined by commas."""
+    for term in filter(None, selector.split(",")):
+        if term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.revisions: dict[str, dict[str, Any]] = {}
+        self.daemonset: dict[str, Any] = {}
+        self.writes: list[Write] = []
+        self.events: list[PostedEvent] = []
+        # Per verb: the outcomes its next calls get, in order, before it behaves normally.
+        self.refusals: dict[str, list[Outcome]] = {}
+        self.controller: DaemonSetController | None = None
+        self._versions = itertools.count(100)
+        self._uids = itertools.count(1)
+
+    # Setting up, and what the tests do to the cluster ------------------------------------
+
+    def start(self, daemonset: dict[str, Any], **options: Any) -> DaemonSetController:
+        self.daemonset = copy.deepcopy(daemonset)
+        self.daemonset["metadata"].setdefault("uid", "uid-cds")
+        self.daemonset["metadata"].setdefault("generation", 1)
+        self.daemonset["metadata"]["namespace"] = NAMESPACE
+        self._bump(self.daemonset)
+        self.controller = DaemonSetController(
+            cast(Kube, self), self, self, clock=wall_clock, **options
+        )
+        self.controller.daemonset_changed(copy.deepcopy(self.daemonset))
+        return self.controller
+
+    def add_nodes(self, *names: str, **labels: str) -> None:
+        for name in names:
+            self.nodes[name] = NodeInfo(
+                name=name, labels={"kubernetes.io/hostname": name, **labels}, taints=()
+            )
+            if self.controller is not None:
+                self.controller.node_changed(name)
+
+    def update_spec(self, **spec: Any) -> None:
+        self.daemonset["spec"] = {**self.daemonset["spec"], **spec}
+        self.daemonset["metadata"]["generation"] += 1
+        self._bump(self.daemonset)
+        self._watch_daemonset()
+
+    def run_pods(self, ready: bool = True, nodes: Iterable[str] | None = None) -> None:
+        """The scheduler binds and the kubelet runs the pending pods (of `nodes`, or all),
+        Ready or not."""
+        wanted = None if nodes is None else set(nodes)
+        for pod in self.pods.values():
+            if pod["status"].get("phase") == "Pending" and (
+                wanted is None or target_node(pod) in wanted
+            ):
+                pod["spec"]["nodeName"] = target_node(pod)
+                condition = {"type": "Ready", "status": "True" if ready else "False"}
+                condition["lastTransitionTime"] = iso_time(wall_clock())
+                pod["status"] = {"phase": "Running", "conditions": [condition]}
+                self._watch_pod(pod)
+
+    def delete_pod_now(self, name: str) -> None:
+        pod = self.pods.pop(name)
+        self._watch_pod(pod)
+
+    def refuse(self, verb: str, *outcomes: Outcome) -> None:
+        self.refusals.setdefault(verb, []).extend(outcomes)
+
+    def pods_by_node(self) -> dict[str, list[dict[str, Any]]]:
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.pods.values():
+            by_node.setdefault(str(target_node(pod)), []).append(pod)
+        return by_node
+
+    def images(self) -> dict[str, str]:
+        return {
+            node: pods[0]["spec"]["containers"][0]["image"]
+            for node, pods in self.pods_by_node().items()
+        }
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.daemonset.get("status") or {})
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        """The status condition of that type; empty when there is none."""
+        conditions = self.status().get("conditions") or []
+        return next((c for c in conditions if c["type"] == type_), {})
+
+    def reasons(self) -> list[str]:
+        return [event.reason for event in self.events]
+
+    def verbs(self) -> list[str]:
+        return [f"{write.verb} {write.kind}" for write in self.writes]
+
+    # The sources the controller reads (the watches' stores) ------------------------------
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self.nodes.get(name)
+
+    def names(self) -> Iterable[str]:
+        return list(self.nodes)
+
+    def on_node(self, key: Key, node: str) -> list[PodInfo]:
+        return [
+            PodInfo.from_body(pod)
+            for pod in self.pods.values()
+            if target_node(pod) == node and pod["metadata"]["labels"].get(OWNER_LABEL) == key[1]
+        ]
+
+    def nodes_with_pods(self, key: Key) -> set[str]:
+        return {str(target_node(pod)) for pod in self.pods.values()}
+
+    # The Kube boundary --------------------------------------------------------------------
+
+    def _refused(self, verb: str) -> Outcome | None:
+        queue = self.refusals.get(verb)
+        return queue.pop(0) if queue else None
+
+    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> DryRun:
+        refused = self._refused("dry_run_pod")
+        if refused is not None:
+            return DryRun(refused.status, {"message": refused.message})
+        return DryRun(201, {"kind": "Pod"})
+
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
+        self.writes.append(Write("create", "Pod", pod["metadata"]["name"], pod))
+        refused = self._refused("create_pod")
+        if refused is not None:
+            return refused
+        if pod["metadata"]["name"] in self.pods:
+            return Outcome(409, "AlreadyExists")
+        stored = copy.deepcopy(pod)
+        stored["metadata"].update(
+            uid=f"uid-{next(self._uids)}", creationTimestamp=iso_time(wall_clock())
+        )
+        stored["status"] = {"phase": "Pending"}
+        self.pods[pod["metadata"]["name"]] = stored
+        self._watch_pod(stored)
+        return Outcome(201)
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> Outcome:
+        self.writes.append(Write("delete", "Pod", name))
+        pod = self.pods.get(name)
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return Outcome(404, "NotFound")
+        self.delete_pod_now(name)
+        return Outcome(200)
+
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> Outcome:
+        self.writes.append(Write("patch-status", "CustomDaemonSet", name, status))
+        self.daemonset["status"] = {**(self.daemonset.get("status") or {}), **status}
+        version = self._bump(self.daemonset)
+        self._watch_daemonset()
+        return Outcome(200, resource_version=version)
+
+    async def list_controller_revisions(
+        self, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(body)
+            for body in self.revisions.values()
+            if matches(body["metadata"].get("labels") or {}, label_selector)
+        ]
+
+    async def get_controller_revision(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.revisions.get(name))
+
+    async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:
+        name = body["metadata"]["name"]
+        self.writes.append(Write("create", "ControllerRevision", name, body))
+        refused = self._refused("create_controller_revision")
+        if refused is not None:
+            return refused
+        if name in self.revisions:
+            return Outcome(409, "AlreadyExists")
+        stored = copy.deepcopy(body)
+        stored["metadata"]["uid"] = f"uid-{next(self._uids)}"
+        self.revisions[name] = stored
+        return Outcome(201)
+
+    async def patch_controller_revision(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> Outcome:
+        self.writes.append(Write("patch", "ControllerRevision", name, patch))
+        self.revisions[name].update(patch)
+        return Outcome(200)
+
+    async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
+        self.writes.append(Write("delete", "ControllerRevision", name))
+        return Outcome(200) if self.revisions.pop(name, None) else Outcome(404, "NotFound")
+
+    async def list_objects(
+        self, kind: Kind, label_selector: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(pod)
+            for pod in self.pods.values()
+            if matches(pod["metadata"].get("labels") or {}, label_selector)
+        ]
+
+    async def get_object(self, kind: Kind, namespace: str | None, name: str) -> Any:
+        return copy.deepcopy(self.pods.get(name))
+
+    async def patch_object(
+        self, kind: Kind, namespace: str | None, name: str, patch: Any, content_type: str = ""
+    ) -> Outcome:
+        self.writes.append(Write("patch", kind.kind, name, patch))
+        return Outcome(200)
+
+    def post_event_soon(
+        self, involved: dict[str, Any], *, type_: str, reason: str, message: str
+    ) -> None:
+        self.events.append(PostedEvent(type_, reason, message))
+
+    # The watches ----------------------------------------------------------------------------
+
+    def _bump(self, body: dict[str, Any]) -> str:
+        version = str(next(self._versions))
+        body["metadata"]["resourceVersion"] = version
+        return version
+
+    def _watch_pod(self, pod: Mapping[str, Any]) -> None:
+        # Watch events come a moment after the write, as from the API server.
+        owner = pod["metadata"]["labels"].get(OWNER_LABEL)
+        node, name = target_node(pod), pod["metadata"]["name"]
+        controller = self.controller
+        if controller is not None:
+            asyncio.get_running_loop().call_soon(
+                controller.pod_changed, (NAMESPACE, owner), node, name
+            )
+
+    def _watch_daemonset(self) -> None:
+        controller, body = self.controller, copy.deepcopy(self.daemonset)
+        if controller is not None:
+            asyncio.get_running_loop().call_soon(controller.daemonset_changed, body)

@@ -1,0 +1,277 @@
+"""The CustomDaemonSet controller's orchestration, pass by pass, against an in-memory cluster
+at the `Kube` boundary and in virtual time: what it writes, the status and events a user sees,
+and when it looks again."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from kubeherd.daemonset.pods import REVISION_LABEL
+from kubeherd.daemonset.revisions import revision_name
+from kubeherd.kube.client import Outcome
+from kubeherd.meta import parse_time
+from tests.unit.daemonset_cluster import FakeCluster
+from tests.unit.virtual_time import run_virtually, wall_clock
+
+OLD, NEW = "agent:1", "agent:2"
+
+
+def agent(image: str = OLD, **spec: Any) -> dict[str, Any]:
+    labels = {"app": "agent"}
+    return {
+        "apiVersion": "kubeherd.io/v1alpha1",
+        "kind": "CustomDaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "agent", "image": image}]},
+            },
+            **spec,
+        },
+    }
+
+
+def template(image: str) -> dict[str, Any]:
+    return copy.deepcopy(agent(image)["spec"]["template"])
+
+
+async def settle(seconds: float = 5.0) -> None:
+    await asyncio.sleep(seconds)
+
+
+def test_a_new_customdaemonset_gets_a_pod_per_node_without_any_node_event() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2", "n3")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert sorted(cluster.pods_by_node()) == ["n1", "n2", "n3"]
+    assert cluster.verbs().count("create ControllerRevision") == 1
+    status = cluster.status()
+    assert (status["desiredNumberScheduled"], status["numberAvailable"]) == (3, 3)
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+    assert cluster.reasons().count("SuccessfulCreate") == 3
+    assert "RolloutComplete" in cluster.reasons()
+
+
+def test_a_revision_name_taken_by_someone_else_is_a_collision_and_hashes_again() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1")
+    taken = FakeCluster()
+    # Whatever name the first hash gives, an object nobody owns holds it.
+    original_create = cluster.create_controller_revision
+
+    async def first_name_taken(namespace: str, body: dict[str, Any]) -> Outcome:
+        if not taken.revisions:
+            stranger = copy.deepcopy(body)
+            stranger["metadata"].update(uid="uid-stranger", ownerReferences=[], labels={})
+            taken.revisions[body["metadata"]["name"]] = stranger
+            cluster.revisions[body["metadata"]["name"]] = stranger
+            return Outcome(409, "AlreadyExists")
+        return await original_create(namespace, body)
+
+    cluster.create_controller_revision = first_name_taken  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.status()["collisionCount"] == 1
+    (ours,) = [r for r in cluster.revisions.values() if r["metadata"]["uid"] != "uid-stranger"]
+    assert ours["metadata"]["name"] not in taken.revisions
+    (pod,) = cluster.pods.values()
+    assert (
+        revision_name("agent", pod["metadata"]["labels"][REVISION_LABEL])
+        == (ours["metadata"]["name"])
+    )
+
+
+def test_after_five_collisions_the_pass_gives_up_and_is_retried_with_a_growing_delay() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1")
+    attempts: list[float] = []
+
+    async def always_taken(namespace: str, body: dict[str, Any]) -> Outcome:
+        attempts.append(wall_clock())
+        stranger = copy.deepcopy(body)
+        stranger["metadata"].update(uid="uid-stranger", ownerReferences=[], labels={})
+        cluster.revisions[body["metadata"]["name"]] = stranger
+        return Outcome(409, "AlreadyExists")
+
+    cluster.create_controller_revision = always_taken  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle(10)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.pods == {}
+    passes = sorted({round(at - attempts[0]) for at in attempts})
+    # Five attempts per pass; the passes 1, 2 and 4 s apart (the runner's retry backoff).
+    assert len(attempts) >= 15
+    assert len(attempts) % 5 == 0
+    assert passes[:3] == [0, 1, 3]
+
+
+def test_a_deferred_status_goes_out_before_the_next_revision_is_recorded() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods(nodes=["n1"])  # its status goes out at once
+        await asyncio.sleep(0.2)
+        cluster.run_pods(nodes=["n2"])  # within the status interval: its status waits
+        await asyncio.sleep(0.2)
+        cluster.update_spec(template=template(NEW))
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    verbs = cluster.verbs()
+    revisions = [i for i, verb in enumerate(verbs) if verb == "create ControllerRevision"]
+    before = max(i for i in range(revisions[1]) if verbs[i] == "patch-status CustomDaemonSet")
+    flushed = cluster.writes[before].body
+    # The last status before the new revision says what the old spec reached: both ready.
+    assert (flushed["observedGeneration"], flushed["numberReady"]) == (1, 2)
+
+
+def test_after_a_restart_the_progress_deadline_runs_from_the_recorded_progress() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(progressDeadlineSeconds=60))
+        await settle()
+        cluster.run_pods()
+        await settle()
+        cluster.update_spec(template=template(NEW))
+        await settle()
+        cluster.run_pods(ready=False)  # the new pod never becomes ready
+        await settle()
+        await controller.stop()
+        # The operator restarts 40 s after the rollout last moved.
+        progress = parse_time(cluster.condition("Progressing")["lastUpdateTime"])
+        assert progress is not None
+        await asyncio.sleep(progress + 40 - wall_clock())
+        restarted = cluster.start(cluster.daemonset)
+        await asyncio.sleep(progress + 59 - wall_clock())
+        assert "RolloutStuck" not in cluster.reasons()
+        await asyncio.sleep(3)
+        assert "RolloutStuck" in cluster.reasons()  # at 60 s, not 60 s after the restart
+        await restarted.stop()
+
+    run_virtually(scenario)
+    assert cluster.condition("Progressing")["reason"] == "ProgressDeadlineExceeded"
+    assert cluster.reasons().count("RolloutStuck") == 1
+
+
+def test_in_a_terminating_namespace_creates_stop_without_a_warning_or_a_retry() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+    terminating = Outcome(
+        403,
+        'pods "agent-x" is forbidden: unable to create new content in namespace ops '
+        "because it is being terminated",
+    )
+    cluster.refuse("create_pod", terminating)
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle(120)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.verbs().count("create Pod") == 1
+    assert "FailedCreate" not in cluster.reasons()
+    assert cluster.condition("ReplicaFailure") == {}
+
+
+def test_refused_creates_warn_back_off_and_converge_once_allowed() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2", "n3")
+    quota = Outcome(403, 'pods "agent-x" is forbidden: exceeded quota: pods')
+    cluster.refuse("create_pod", *[quota] * 3)
+    created_at: list[float] = []
+    original_create = cluster.create_pod
+
+    async def create(namespace: str, pod: dict[str, Any]) -> Outcome:
+        created_at.append(wall_clock())
+        return await original_create(namespace, pod)
+
+    cluster.create_pod = create  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(), max_create_backoff=60)
+        await asyncio.sleep(2)
+        assert cluster.condition("ReplicaFailure")["reason"] == "FailedCreate"
+        await settle(30)
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert sorted(cluster.pods_by_node()) == ["n1", "n2", "n3"]
+    assert cluster.condition("ReplicaFailure") == {}
+    assert cluster.reasons().count("FailedCreate") == 3
+    # One create per refused batch (batches start at 1 after a refusal), 1, 2, 4 s apart.
+    start = created_at[0]
+    assert [round(at - start) for at in created_at[:3]] == [0, 1, 3]
+
+
+def test_a_node_the_partition_keeps_back_gets_a_pod_of_the_previous_revision() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2", "n3")
+    partition = {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(updateStrategy=partition))
+        await settle()
+        cluster.run_pods()
+        await settle()
+        cluster.update_spec(template=template(NEW))
+        for _ in range(3):
+            await settle()
+            cluster.run_pods()
+        assert cluster.images() == {"n1": NEW, "n2": NEW, "n3": OLD}
+        (kept,) = cluster.pods_by_node()["n3"]
+        cluster.delete_pod_now(kept["metadata"]["name"])
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.images() == {"n1": NEW, "n2": NEW, "n3": OLD}
+    assert cluster.condition("Progressing")["reason"] == "PartitionRolledOut"
+
+
+def test_minready_seconds_wakes_the_controller_when_a_pod_turns_available() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(minReadySeconds=30))
+        await settle()
+        cluster.run_pods()
+        await asyncio.sleep(10)
+        assert cluster.status()["numberAvailable"] == 0
+        await asyncio.sleep(25)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.status()["numberAvailable"] == 1
