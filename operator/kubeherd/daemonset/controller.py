@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.history import prune_history, record_revision
-from kubeherd.daemonset.passes import NodeView, PassInput, PassPlan, PlannedCreate, plan_pass
-from kubeherd.daemonset.planning import PodInfo
-from kubeherd.daemonset.pods import KIND, DaemonPodMaker
+from kubeherd.daemonset.passes import NodeView, PassInput, PassPlan, plan_pass
+from kubeherd.daemonset.pods import KIND
 from kubeherd.daemonset.report import ReportInput, report
 from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
-from kubeherd.daemonset.state import DaemonSetState
+from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
 from kubeherd.daemonset.template_check import judge_template
-from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_pods
+from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_pods, pod_builder
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
@@ -43,17 +41,6 @@ OWN_VERSIONS_KEPT = 8
 # The runner's timers, per CustomDaemonSet.
 STATUS_TIMER, AVAILABLE_TIMER, DEADLINE_TIMER = "status", "available", "deadline"
 CREATE_RETRY_TIMER, FAILED_POD_TIMER, TEMPLATE_TIMER = "create-retry", "failed-pod", "template"
-Key = tuple[str, str]  # (namespace, name)
-
-
-class NodeSource(Protocol):
-    def get(self, name: str) -> NodeInfo | None: ...
-    def names(self) -> Iterable[str]: ...
-
-
-class PodSource(Protocol):
-    def on_node(self, key: Key, node: str) -> list[PodInfo]: ...
-    def nodes_with_pods(self, key: Key) -> set[str]: ...
 
 
 class DaemonSetController:
@@ -232,7 +219,7 @@ class DaemonSetController:
             state.body,
             state.pacing,
             plan.creates,
-            self._pod_builder(state),
+            pod_builder(state.body, state.history),
             self.clock,
         )
         self._schedule_retries(key, state, plan, failure)
@@ -240,19 +227,6 @@ class DaemonSetController:
         state.history = await prune_history(
             self.kube, key, state.history, state.spec.history_limit, live
         )
-
-    def _pod_builder(self, state: DaemonSetState) -> Callable[[PlannedCreate], dict[str, Any]]:
-        current = DaemonPodMaker.of(state.body, state.history.revision)
-        others = {r.hash: r for r in state.history.revisions if r.hash != current.revision}
-        makers = {current.revision: current}
-
-        def build(create: PlannedCreate) -> dict[str, Any]:
-            if create.revision not in makers:
-                kept = others[create.revision]
-                makers[create.revision] = DaemonPodMaker.of(state.body, kept.hash, kept.template)
-            return makers[create.revision].pod(create.node)
-
-        return build
 
     async def _claim(self, key: Key, state: DaemonSetState) -> None:
         orphans = [

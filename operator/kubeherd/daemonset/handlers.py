@@ -19,10 +19,11 @@ from typing import Any
 
 import kopf
 
-from kubeherd.daemonset.controller import DaemonSetController, Key
+from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import PodInfo
 from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.daemonset.state import Key
 from kubeherd.kube.reflector import Change, Reflector, Transport
 
 GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "customdaemonsets"

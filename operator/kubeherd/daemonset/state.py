@@ -4,16 +4,29 @@ template's verdict and the status writes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.history import History
-from kubeherd.daemonset.planning import NodeRecord
+from kubeherd.daemonset.planning import NodeRecord, PodInfo
 from kubeherd.daemonset.report import Progress
 from kubeherd.daemonset.spec import DaemonSetSpec
 from kubeherd.daemonset.template_check import TemplateCheck
 from kubeherd.daemonset.writes import Pacing
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+class NodeSource(Protocol):
+    def get(self, name: str) -> NodeInfo | None: ...
+    def names(self) -> Iterable[str]: ...
+
+
+class PodSource(Protocol):
+    def on_node(self, key: Key, node: str) -> list[PodInfo]: ...
+    def nodes_with_pods(self, key: Key) -> set[str]: ...
 
 
 @dataclass

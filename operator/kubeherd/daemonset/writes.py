@@ -19,9 +19,10 @@ from kubeherd.daemonset.claims import (
     release_patch,
     selector_text,
 )
+from kubeherd.daemonset.history import History
 from kubeherd.daemonset.passes import ExpectedPod, PlannedCreate
 from kubeherd.daemonset.planning import DeletePod, PodInfo, create_batches, next_first_batch
-from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, target_node
+from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, DaemonPodMaker, target_node
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
@@ -210,3 +211,21 @@ async def claim_pods(
             )
             if outcome.ok:
                 logger.info("%s/%s: released pod %s", namespace, name, found["metadata"]["name"])
+
+
+def pod_builder(
+    body: Mapping[str, Any], history: History
+) -> Callable[[PlannedCreate], dict[str, Any]]:
+    """Builds each planned create's pod from its revision's template: the current one, or the
+    previous one for a node a partition keeps back."""
+    current = DaemonPodMaker.of(body, history.revision)
+    makers = {current.revision: current}
+    others = {revision.hash: revision for revision in history.revisions}
+
+    def build(create: PlannedCreate) -> dict[str, Any]:
+        if create.revision not in makers:
+            kept = others[create.revision]
+            makers[create.revision] = DaemonPodMaker.of(body, kept.hash, kept.template)
+        return makers[create.revision].pod(create.node)
+
+    return build
