@@ -23,12 +23,11 @@ from kubeherd.admission.configuration import (
     reachable_host,
     webhook_configuration,
 )
-from kubeherd.admission.review import (
+from kubeherd.admission.review import profile_review, spec_changed
+from kubeherd.daemonset.template_review import (
     checked_pod,
     no_verdict,
     pod_template_review,
-    profile_review,
-    spec_changed,
     template_field,
 )
 from kubeherd.scheduler.validation import Problem, Verdict

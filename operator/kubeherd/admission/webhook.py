@@ -30,14 +30,8 @@ from kubeherd.admission.configuration import (
     reachable_host,
     webhook_configuration,
 )
-from kubeherd.admission.review import (
-    ALLOWED,
-    Review,
-    checked_pod,
-    pod_template_review,
-    profile_review,
-    spec_changed,
-)
+from kubeherd.admission.review import profile_review, spec_changed
+from kubeherd.daemonset.template_review import ALLOWED, Review, checked_pod, pod_template_review
 from kubeherd.kube.client import GROUP, KINDS, VERSION, Kube, KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.scheduler.controller import claims_of, profile_verdict

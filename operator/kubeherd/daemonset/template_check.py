@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeherd.admission.review import checked_pod, no_verdict, pod_template_review
+from kubeherd.daemonset.template_review import checked_pod, no_verdict, pod_template_review
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube
 from kubeherd.kube.ratelimit import Backoff

@@ -1,0 +1,131 @@
+"""The API server's verdict on a CustomDaemonSet's pod template, from a dry-run create of the
+pod the controller would make: which pod is asked about, and how the answer reads as a review
+(refused, with each field named as the template's, or allowed with warnings). Used by the
+controller and by the admission webhook.
+
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubeherd.daemonset.pods import DaemonPodMaker
+
+# The node the checked pod is pinned to. The dry run never binds it; a name no node has, so
+# that the pod's name (derived from it, as the controller derives it) never meets a real one.
+CHECKED_NODE = "kubeherd-admission-check"
+CHECKED_REVISION = "admission"
+# How the API server begins an admission webhook's refusal.
+ADMISSION_WEBHOOK = 'admission webhook "'
+
+
+@dataclass(frozen=True)
+class Review:
+    """The answer to one admission request: refused (with the message `kubectl apply` shows)
+    or allowed, with warnings kubectl prints either way."""
+
+    refusal: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+ALLOWED = Review()
+
+
+def checked_pod(cds: Mapping[str, Any]) -> dict[str, Any]:
+    """The daemon pod the controller would create for the CustomDaemonSet, built as it builds
+    them, but with the template's own affinity. The controller replaces the required node
+    affinity with a term naming the node, which is always valid; the template's own terms
+    decide which nodes are eligible, and the API server refuses a DaemonSet whose terms it
+    cannot read (an operator `Foo`): they are checked as the user wrote them."""
+    body = copy.deepcopy(dict(cds))
+    metadata = body.setdefault("metadata", {})
+    # A CREATE under review may lack them: the owner reference needs a uid, any will do.
+    metadata.setdefault("uid", "00000000-0000-0000-0000-000000000000")
+    metadata.setdefault("namespace", "default")
+    pod = DaemonPodMaker.of(body, CHECKED_REVISION).pod(CHECKED_NODE)
+    template_spec = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if "affinity" in template_spec:
+        pod["spec"]["affinity"] = template_spec["affinity"]
+    else:
+        del pod["spec"]["affinity"]
+    return pod
+
+
+def template_field(field: str) -> str:
+    """A field of the checked pod, named as the field of the CustomDaemonSet it comes from."""
+    for pod_part, template_part in (
+        ("spec", "spec.template.spec"),
+        ("metadata.labels", "spec.template.metadata.labels"),
+        ("metadata.annotations", "spec.template.metadata.annotations"),
+        ("metadata.finalizers", "spec.template.metadata.finalizers"),
+    ):
+        if field == pod_part or field.startswith((f"{pod_part}.", f"{pod_part}[")):
+            return template_part + field[len(pod_part) :]
+    # The pod's name is the CustomDaemonSet's name and a suffix: the daemon pods' own field.
+    return f"{field} (of the daemon pods)" if field else field
+
+
+_QUOTED_POD_FIELD = re.compile(r'"((?:spec|metadata)[.\[][^"]*)"')
+
+
+def no_verdict(status_code: int) -> bool:
+    """Whether a dry-run's answer says nothing about the pod itself: the request failed, or
+    the API server was overloaded, timed out or could not reach a webhook it must ask."""
+    return status_code == 0 or status_code == 429 or status_code >= 500
+
+
+def pod_template_review(status_code: int, status: Mapping[str, Any]) -> Review:
+    """The review of a CustomDaemonSet from the API server's answer to its dry-run pod.
+
+    Refused: what the API server finds invalid in the pod itself (422 Invalid, with one cause
+    per field) or cannot decode (400, e.g. an unknown field, which `kubectl apply` of a
+    DaemonSet refuses too). Allowed with a warning: a 403 Forbidden, which is admission of the
+    namespace's present state (a ResourceQuota, a LimitRange, Pod Security, a ServiceAccount or
+    PriorityClass not created yet), as the API server accepts such a DaemonSet and its pods
+    wait; the same for another admission webhook's refusal of the pod; and any failure of the
+    check itself, as an operator that cannot check never blocks.
+    """
+    if 200 <= status_code < 300 or status_code == 409:
+        return ALLOWED
+    message = str(status.get("message") or f"HTTP {status_code}")
+    if ADMISSION_WEBHOOK in message:
+        # Another webhook's verdict on pods (a policy engine's, or one that cannot dry-run):
+        # the cluster's present policy, not the API server's own checks.
+        return Review(warnings=(f"the daemon pods would be refused now: {message}",))
+    if status_code == 422:
+        causes = (status.get("details") or {}).get("causes") or []
+        if causes:
+            return Review(refusal=as_api_list([_cause_text(cause) for cause in causes]))
+        return Review(refusal=_template_message(message))
+    if status_code == 400:
+        return Review(refusal=_template_message(message))
+    if status_code == 403:
+        return Review(
+            warnings=(f"the daemon pods would be refused in this namespace now: {message}",)
+        )
+    return Review(warnings=(f"kubeherd could not check the pod template: {message}",))
+
+
+def _cause_text(cause: Mapping[str, Any]) -> str:
+    field = template_field(str(cause.get("field") or ""))
+    text = str(cause.get("message") or cause.get("reason") or "")
+    return f"{field}: {text}" if field else text
+
+
+def _template_message(message: str) -> str:
+    """The API server's message with the pod's fields named as the template's."""
+    message = message.replace('Pod in version "v1" cannot be handled as a Pod', "pod template")
+    return _QUOTED_POD_FIELD.sub(lambda m: f'"{template_field(m.group(1))}"', message)
+
+
+def as_api_list(texts: Sequence[str]) -> str:
+    """Several errors one per line, as kubectl shows the API server's own refusal of a
+    DaemonSet with several invalid fields; one error as is."""
+    if len(texts) == 1:
+        return texts[0]
+    return "".join(f"\n* {text}" for text in texts)
