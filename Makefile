@@ -97,10 +97,15 @@ fmt: deps ## Format and auto-fix the Python code
 	$(RUN) ruff check --fix operator hack tests bench
 
 .PHONY: lint
-lint: deps ## ruff (lint and format check) and mypy --strict
+lint: deps ## ruff (lint and format check), mypy --strict and the layer rules (import-linter)
 	$(RUN) ruff check operator hack tests bench
 	$(RUN) ruff format --check operator hack tests bench
 	$(RUN) mypy
+	PYTHONPATH=operator $(RUN) lint-imports --no-cache
+
+.PHONY: unit
+unit: lint ## Lint, then the unit tests only: no control plane, done in seconds
+	$(RUN) pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
 test: lint bins ## Lint, then every test against local control planes the tests start (and a real node)
