@@ -785,7 +785,9 @@ def machine_snapshot() -> dict[str, Any]:
     """What a real node changes on the machine, to compare before `up` and after `down`."""
     interfaces = _run(["ip", "-o", "link", "show"], check=False).stdout.splitlines()
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    rules: dict[str, list[str]] = {}
+    # A tool not installed yet shows no rules: `up` may install it (hostpackages.py), and the
+    # snapshot after `down` must still compare equal when it left nothing behind.
+    rules: dict[str, list[str]] = {"iptables-save": [], "ip6tables-save": [], "nft": []}
     for tool in ("iptables-save", "ip6tables-save"):
         if shutil.which(tool):
             saved = _run([tool], check=False).stdout
