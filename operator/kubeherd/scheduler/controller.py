@@ -20,17 +20,17 @@ it); the status says so, and the next change of the SchedulerProfile's spec roll
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
-from kubeherd.meta import conditions_by_type, involved_object, now_iso, status_changed
+from kubeherd.meta import conditions_by_type, iso_time, status_changed
+from kubeherd.runner import KeyedRunner, Marks
 from kubeherd.scheduler.config import (
     Lock,
     configuration_hash,
@@ -84,6 +84,8 @@ REPLICA_SET = KINDS[("apps/v1", "ReplicaSet")]
 CONFIG_MAP = KINDS[("v1", "ConfigMap")]
 POD = KINDS[("v1", "Pod")]
 LEASE = KINDS[("coordination.k8s.io/v1", "Lease")]
+# The runner's timer of the regular look at the Deployment and the Lease.
+LOOK_AGAIN_TIMER = "look-again"
 # The Deployment controller deletes ReplicaSets beyond its history a sync after a rollout ends,
 # which changes nothing kubeherd watches: their ConfigMaps are looked at again this often.
 CONFIG_MAP_PRUNE_INTERVAL = 60.0
@@ -117,8 +119,6 @@ def _describe(manifest: Mapping[str, Any]) -> str:
 @dataclass
 class ProfileState:
     body: Mapping[str, Any]
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
     # The generation last validated (and, if valid, rolled out); None: not yet since start.
     handled_generation: int | None = None
     validity: Validity = field(
@@ -134,10 +134,10 @@ class ProfileState:
     # When, and for which state of the Deployment, unused ConfigMaps were last removed.
     config_maps_pruned: tuple[Any, ...] = ()
     config_maps_pruned_at: float = 0.0
+    # Failed rollouts (an apply refused, an unknown server version, a cleanup left undone)
+    # are tried again after a doubling delay; a pass that raises, after the runner's own.
     backoff: Backoff = field(default_factory=lambda: Backoff(limit=60.0))
     retry_at: float = 0.0
-    # (generation, reason) of the Warning events already posted for a spec.
-    warned: set[tuple[int, str]] = field(default_factory=set)
 
     @property
     def generation(self) -> int:
@@ -160,12 +160,14 @@ class SchedulerProfileController:
         claims: ClaimSource,
         *,
         status_interval: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.claims = claims
         self.status_interval = status_interval
         self.clock = clock
+        self.events = EventRecorder(kube, KIND, clock=clock)
+        self.runner: KeyedRunner[Key] = KeyedRunner(self._run_pass, what="SchedulerProfile")
         self._states: dict[Key, ProfileState] = {}
 
     # Inputs: called from the watch handlers -----------------------------------------------
@@ -179,7 +181,7 @@ class SchedulerProfileController:
             # (at the first pass); what runs, the status says.
             state = ProfileState(body=body, running=_running_from(body.get("status") or {}))
             self._states[key] = state
-            state.task = asyncio.get_running_loop().create_task(self._run(key, state))
+            self.runner.mark(key)
             return
         before = state.body
         state.body = body
@@ -192,12 +194,12 @@ class SchedulerProfileController:
         if new_spec or (
             metadata.get("deletionTimestamp") and not before["metadata"].get("deletionTimestamp")
         ):
-            state.wake.set()
+            self.runner.mark(key)
 
     def profile_deleted(self, key: Key) -> None:
-        state = self._states.pop(key, None)
-        if state is not None and state.task is not None:
-            state.task.cancel()
+        self._states.pop(key, None)
+        self.runner.forget(key)
+        self.events.forget(key)
         self._recheck_refused(key)
 
     def _recheck_refused(self, changed: Key) -> None:
@@ -206,33 +208,24 @@ class SchedulerProfileController:
         for key, state in self._states.items():
             if key != changed and state.validity.status == "False":
                 state.handled_generation = None
-                state.wake.set()
+                self.runner.mark(key)
 
     async def stop(self) -> None:
-        tasks = [state.task for state in self._states.values() if state.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.runner.stop()
 
     # The runner --------------------------------------------------------------------------
 
-    async def _run(self, key: Key, state: ProfileState) -> None:
-        while self._states.get(key) is state:
-            state.wake.clear()
-            try:
-                finished = await self._pass(key, state)
-            except Exception:
-                # Never let one resource's failure stop the others: retry it later.
-                logger.exception("SchedulerProfile %s/%s: pass failed; retrying", *key)
-                finished = False
-                state.retry_at = self.clock() + state.backoff.next_delay()
-            if finished:
-                return
-            timeout = self.status_interval
-            if state.handled_generation != state.generation:
-                timeout = min(timeout, max(0.0, state.retry_at - self.clock()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.wake.wait(), timeout)
+    async def _run_pass(self, key: Key, marks: Marks) -> None:
+        state = self._states.get(key)
+        if state is None:
+            return
+        if await self._pass(key, state):
+            return  # deleted and cleaned up: nothing to look at again
+        # Nothing marks the moments a Deployment rolls or a Lease changes hands: look again.
+        delay = self.status_interval
+        if state.handled_generation != state.generation:
+            delay = min(delay, max(0.0, state.retry_at - self.clock()))
+        self.runner.wake_later(key, LOOK_AGAIN_TIMER, delay)
 
     async def _pass(self, key: Key, state: ProfileState) -> bool:
         """One look at the resource; True when it is gone and the task can end."""
@@ -472,9 +465,9 @@ class SchedulerProfileController:
         if deployment is None and rolled_out and state.validity.status == "True":
             # Someone deleted what runs the scheduler: roll it out again on the next pass.
             state.handled_generation = None
-            state.wake.set()
+            self.runner.mark(state_key(state))
         lease = await self.kube.get_object(LEASE, lock.namespace, lock.name)
-        leader = lease_leader(lease, time.time())
+        leader = lease_leader(lease, self.clock())
         previous = state.body.get("status") or {}
         status = build_status(
             previous,
@@ -485,7 +478,7 @@ class SchedulerProfileController:
             deployment=deployment,
             leader=leader,
             lock=f"{lock.namespace}/{lock.name}",
-            now=now_iso(),
+            now=iso_time(self.clock()),
             leader_is_ours=await self._is_own_pod(state, leader) if leader else True,
             elects=bool((spec.get("leaderElection") or {}).get("leaderElect", True)),
         )
@@ -572,18 +565,10 @@ class SchedulerProfileController:
     # Events ------------------------------------------------------------------------------
 
     def _warn_once(self, state: ProfileState, reason: str, message: str) -> None:
-        """One Warning per spec and reason: a pass repeated every few seconds must not post
-        the same complaint again."""
-        if (state.generation, reason) in state.warned:
-            return
-        state.warned.add((state.generation, reason))
-        self._event(state, "Warning", reason, message)
+        self.events.warn_once(state.body, reason, message)
 
     def _event(self, state: ProfileState, type_: str, reason: str, message: str) -> None:
-        logger.info("%s/%s: %s: %s", *state_key(state), reason, message)
-        self.kube.post_event_soon(
-            involved_object(state.body, KIND), type_=type_, reason=reason, message=message
-        )
+        self.events.record(state.body, type_, reason, message)
 
 
 def state_key(state: ProfileState) -> Key:
