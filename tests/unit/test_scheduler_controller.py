@@ -9,20 +9,40 @@ import copy
 from collections.abc import Iterable
 from typing import Any, cast
 
+import pytest
+
 from kubeherd.kube.client import Kind, Kube, Outcome
-from kubeherd.scheduler.controller import ProfileState, SchedulerProfileController
+from kubeherd.scheduler import controller as scheduler_controller
+from kubeherd.scheduler.controller import (
+    FINALIZER,
+    ProfileState,
+    SchedulerProfileController,
+    claims_of,
+)
 from kubeherd.scheduler.objects import CONFIG_HASH_ANNOTATION, OWNER_UID_LABEL
 from kubeherd.scheduler.validation import Claim
+from tests.unit.virtual_time import run_virtually, wall_clock
 
 SELECTOR = {"app.kubernetes.io/name": "kube-scheduler", "app.kubernetes.io/instance": "fast"}
 
 
 class FakeKube:
-    """Objects by (kind, namespace, name); label selectors of the `k=v,k=v` form."""
+    """Objects by (kind, namespace, name); label selectors of the `k=v,k=v` form. It records
+    statuses, finalizer patches and events, and refuses what a test queues in `refusals`
+    (by verb: "apply", "delete")."""
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.statuses: list[dict[str, Any]] = []
+        self.status_of: dict[str, dict[str, Any]] = {}
+        self.finalizers: dict[str, list[str]] = {}
+        self.events: list[tuple[str, str, str, str]] = []
+        self.refusals: dict[str, list[Outcome]] = {}
+        self.writes: list[tuple[str, str, str]] = []
+
+    def refused(self, verb: str) -> Outcome | None:
+        queue = self.refusals.get(verb)
+        return queue.pop(0) if queue else None
 
     def put(self, kind: str, namespace: str | None, body: dict[str, Any]) -> None:
         metadata = body.setdefault("metadata", {})
@@ -45,10 +65,18 @@ class FakeKube:
         ]
 
     async def delete_object(self, kind: Kind, namespace: str | None, name: str, uid: str) -> Any:
+        self.writes.append(("delete", kind.kind, name))
+        refused = self.refused("delete")
+        if refused is not None:
+            return refused
         self.objects.pop((kind.kind, namespace, name), None)
         return Outcome(200)
 
     async def apply(self, manifest: dict[str, Any]) -> Outcome:
+        self.writes.append(("apply", manifest["kind"], manifest["metadata"]["name"]))
+        refused = self.refused("apply")
+        if refused is not None:
+            return refused
         self.put(manifest["kind"], manifest["metadata"].get("namespace"), copy.deepcopy(manifest))
         return Outcome(200)
 
@@ -57,13 +85,24 @@ class FakeKube:
 
     async def patch_status(self, plural: str, ns: str, name: str, status: Any) -> Outcome:
         self.statuses.append(status)
+        self.status_of[name] = {**self.status_of.get(name, {}), **status}
         return Outcome(200)
 
     async def json_patch(self, plural: str, ns: str, name: str, ops: Any) -> Outcome:
+        for operation in ops:
+            if operation["path"] == "/metadata/finalizers":
+                self.finalizers[name] = list(operation["value"])
         return Outcome(200)
 
-    def post_event_soon(self, involved: Any, **event: Any) -> None:
-        pass
+    def post_event_soon(self, involved: Any, *, type_: str, reason: str, message: str) -> None:
+        self.events.append((involved["name"], type_, reason, message))
+
+    def reasons(self, name: str) -> list[str]:
+        return [reason for who, _, reason, _ in self.events if who == name]
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        conditions = self.status_of.get(name, {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == type_), {})
 
 
 class NoClaims:
@@ -227,3 +266,153 @@ def test_leading_needs_the_lease_holder_to_be_one_of_its_pods() -> None:
             assert available() == expected, holder
 
     asyncio.run(scenario())
+
+
+# Scenarios in virtual time: the controller as the handlers drive it, on the shared runner.
+
+
+class Profiles:
+    """The SchedulerProfiles of the cluster, as the handlers' index gives their claims."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, dict[str, Any]] = {}
+
+    def claims(self) -> Iterable[Claim]:
+        return [claim for body in self.bodies.values() for claim in claims_of(body)]
+
+
+def named(name: str, created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict[str, Any]:
+    body = profile(**spec)
+    body["metadata"].update(name=name, uid=f"uid-{name}", creationTimestamp=created)
+    body["metadata"]["finalizers"] = []
+    body["spec"]["profiles"] = [{"schedulerName": name}]
+    return body
+
+
+def started(
+    kube: FakeKube, profiles: Profiles, *bodies: dict[str, Any]
+) -> SchedulerProfileController:
+    controller = SchedulerProfileController(
+        cast(Kube, kube), profiles, status_interval=5.0, clock=wall_clock
+    )
+    for body in bodies:
+        profiles.bodies[body["metadata"]["name"]] = body
+        controller.profile_changed(body)
+    return controller
+
+
+def test_the_finalizer_goes_on_first_and_comes_off_after_a_cleanup_retried_until_done() -> None:
+    kube, profiles = FakeKube(), Profiles()
+    body = named("fast")
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, body)
+        await asyncio.sleep(1)
+        assert kube.finalizers["fast"] == [FINALIZER]
+        assert ("apply", "Deployment", "fast") in kube.writes
+
+        deleting = copy.deepcopy(body)
+        deleting["metadata"].update(
+            finalizers=[FINALIZER], deletionTimestamp="2026-01-01T00:01:00Z", generation=1
+        )
+        kube.refusals["delete"] = [Outcome(500, "etcd is unhappy")] * 2
+        controller.profile_changed(deleting)
+        await asyncio.sleep(0.5)
+        assert kube.finalizers["fast"] == [FINALIZER]  # something is left: the finalizer stays
+        assert kube.reasons("fast").count("FailedDelete") == 2
+        await asyncio.sleep(10)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert kube.finalizers["fast"] == []
+    assert not [key for key in kube.objects if key[0] not in ("Lease",)]
+
+
+def test_a_scheduler_name_held_by_an_older_profile_is_refused_until_it_lets_go() -> None:
+    kube, profiles = FakeKube(), Profiles()
+    first = named("fast", "2026-01-01T00:00:00Z")
+    second = named("late", "2026-01-02T00:00:00Z")
+    second["spec"]["profiles"] = [{"schedulerName": "fast"}]
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, first, second)
+        await asyncio.sleep(1)
+        valid = kube.condition("late", "Valid")
+        assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+        assert "ops/fast" in valid["message"]
+        assert kube.reasons("late").count("InvalidSpec") == 1
+        assert ("apply", "Deployment", "late") not in kube.writes
+
+        del profiles.bodies["fast"]
+        controller.profile_deleted(("ops", "fast"))
+        await asyncio.sleep(1)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert kube.condition("late", "Valid")["status"] == "True"
+    assert ("apply", "Deployment", "late") in kube.writes
+
+
+def test_an_object_of_the_same_name_not_ours_is_a_conflict_reported_once_and_retried() -> None:
+    kube, profiles = FakeKube(), Profiles()
+    kube.put("ServiceAccount", "ops", {"metadata": {"name": "fast", "labels": {}}})
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, named("fast"))
+        await asyncio.sleep(20)
+        progressing = kube.condition("fast", "Progressing")
+        assert (progressing["status"], progressing["reason"]) == ("False", "NameConflict")
+        assert "ServiceAccount ops/fast already exists" in progressing["message"]
+        # Someone removes the stranger: the next retry rolls out.
+        del kube.objects[("ServiceAccount", "ops", "fast")]
+        await asyncio.sleep(40)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert kube.reasons("fast").count("NameConflict") == 1
+    assert ("apply", "Deployment", "fast") in kube.writes
+    assert kube.objects[("ServiceAccount", "ops", "fast")]["metadata"]["labels"]
+
+
+def test_a_scheduler_deployment_someone_deleted_is_created_again() -> None:
+    kube, profiles = FakeKube(), Profiles()
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, named("fast"))
+        await asyncio.sleep(1)
+        assert ("Deployment", "ops", "fast") in kube.objects
+        del kube.objects[("Deployment", "ops", "fast")]
+        await asyncio.sleep(6)  # the next regular look finds it gone
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert ("Deployment", "ops", "fast") in kube.objects
+    assert kube.reasons("fast").count("Created") > 1
+
+
+def test_a_pass_that_raises_is_retried_with_backoff_and_spares_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kube, profiles = FakeKube(), Profiles()
+    calls: list[float] = []
+    real_verdict = scheduler_controller.profile_verdict
+
+    def verdict(body: Any, claims: Any) -> Any:
+        if body["metadata"]["name"] == "broken":
+            calls.append(wall_clock())
+            if len(calls) <= 3:
+                raise RuntimeError("a bug in validation")
+        return real_verdict(body, claims)
+
+    monkeypatch.setattr(scheduler_controller, "profile_verdict", verdict)
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, named("broken"), named("fine"))
+        await asyncio.sleep(20)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert ("apply", "Deployment", "fine") in kube.writes
+    assert ("apply", "Deployment", "broken") in kube.writes
+    # Raised at once, then 1 s and 2 s later; the fourth try 4 s after that works.
+    assert [round(at - calls[0]) for at in calls[:4]] == [0, 1, 3, 7]
