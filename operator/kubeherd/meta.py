@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-API_VERSION = "kubeherd.io/v1alpha1"
+from kubeherd.names import API_VERSION
 
 
 def iso_time(timestamp: float) -> str:

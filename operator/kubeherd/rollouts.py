@@ -23,15 +23,15 @@ import yaml
 
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
+from kubeherd.names import CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP, VERSION
 
-GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "customdaemonsets"
 KIND_NAMES = frozenset(
     {
         "cds",
-        "customdaemonset",
-        "customdaemonsets",
-        "customdaemonset.kubeherd.io",
-        "customdaemonsets.kubeherd.io",
+        CUSTOMDAEMONSET.lower(),
+        CUSTOMDAEMONSETS,
+        f"{CUSTOMDAEMONSET.lower()}.{GROUP}",
+        f"{CUSTOMDAEMONSETS}.{GROUP}",
     }
 )
 POLL_SECONDS = 1.0
@@ -234,7 +234,7 @@ async def _get_cds(api: Any, namespace: str, name: str) -> dict[str, Any]:
 
     try:
         found: dict[str, Any] = await api.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name
+            GROUP, VERSION, namespace, CUSTOMDAEMONSETS, name
         )
     except ApiException as error:
         if error.status == 404:
@@ -334,7 +334,7 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
                 GROUP,
                 VERSION,
                 namespace,
-                PLURAL,
+                CUSTOMDAEMONSETS,
                 target.name,
                 patch,
                 _content_type="application/json-patch+json",

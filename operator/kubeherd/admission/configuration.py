@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.kube.client import GROUP, VERSION
+from kubeherd.names import CUSTOMDAEMONSETS, GROUP, SCHEDULERPROFILES, VERSION
 
 # The Kopf handler ids of the two checks; each webhook calls its own path, so that one request
 # runs one handler.
 CHECKS = {
-    "customdaemonsets": "customdaemonsets.kubeherd.io",
-    "schedulerprofiles": "schedulerprofiles.kubeherd.io",
+    CUSTOMDAEMONSETS: f"{CUSTOMDAEMONSETS}.{GROUP}",
+    SCHEDULERPROFILES: f"{SCHEDULERPROFILES}.{GROUP}",
 }
 # Well below the API server's 10 s default: a slow operator delays an apply by this at most,
 # and then (failurePolicy Ignore) the apply goes through unchecked.

@@ -32,8 +32,9 @@ from kubeherd.admission.configuration import (
 )
 from kubeherd.admission.review import profile_review, spec_changed
 from kubeherd.daemonset.template_review import ALLOWED, Review, checked_pod, pod_template_review
-from kubeherd.kube.client import GROUP, KINDS, VERSION, Kube, KubeError, Outcome
+from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
+from kubeherd.names import CUSTOMDAEMONSETS, GROUP, SCHEDULERPROFILES, VERSION
 from kubeherd.scheduler.controller import claims_of, profile_verdict
 
 logger = logging.getLogger(__name__)
@@ -316,8 +317,8 @@ async def answer(
 @kopf.on.validate(
     GROUP,
     VERSION,
-    "customdaemonsets",
-    id=CHECKS["customdaemonsets"],
+    CUSTOMDAEMONSETS,
+    id=CHECKS[CUSTOMDAEMONSETS],
     operations=["CREATE", "UPDATE"],
 )
 async def check_customdaemonset(
@@ -329,8 +330,8 @@ async def check_customdaemonset(
 @kopf.on.validate(
     GROUP,
     VERSION,
-    "schedulerprofiles",
-    id=CHECKS["schedulerprofiles"],
+    SCHEDULERPROFILES,
+    id=CHECKS[SCHEDULERPROFILES],
     operations=["CREATE", "UPDATE"],
 )
 async def check_schedulerprofile(

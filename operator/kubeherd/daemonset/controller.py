@@ -27,11 +27,11 @@ from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_po
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
+from kubeherd.names import CUSTOMDAEMONSETS
 from kubeherd.runner import KeyedRunner, Marks
 
 logger = logging.getLogger(__name__)
 
-PLURAL = "customdaemonsets"
 # The status is computed at most this often per object (seconds): summing up every node's pod
 # after each of thousands of pod events took an eighth of the operator's CPU in a rollout.
 STATUS_INTERVAL = 1.0
@@ -294,7 +294,7 @@ class DaemonSetController:
         for event in result.events:
             self.events.record(state.body, event.type, event.reason, event.message)
         written = state.status.written = {**previous, **result.status}
-        outcome = await self.kube.patch_status(PLURAL, key[0], key[1], result.status)
+        outcome = await self.kube.patch_status(CUSTOMDAEMONSETS, key[0], key[1], result.status)
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
             state.body = {**state.body, "status": written}

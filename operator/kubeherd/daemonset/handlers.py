@@ -25,8 +25,7 @@ from kubeherd.daemonset.planning import PodInfo
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.daemonset.state import Key
 from kubeherd.kube.reflector import Change, Reflector, Transport
-
-GROUP, VERSION, PLURAL = "kubeherd.io", "v1alpha1", "customdaemonsets"
+from kubeherd.names import CUSTOMDAEMONSETS, GROUP, VERSION
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,7 @@ def controller_of(memo: kopf.Memo) -> DaemonSetController:
     return controller
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
+@kopf.on.event(GROUP, VERSION, CUSTOMDAEMONSETS)
 async def daemonset_event(
     namespace: str | None,
     name: str,

@@ -29,11 +29,10 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
+from kubeherd.names import API_VERSION, GROUP, SCHEDULERPROFILE, SCHEDULERPROFILES, VERSION
 
 logger = logging.getLogger(__name__)
 
-GROUP = "kubeherd.io"
-VERSION = "v1alpha1"
 REPORTING_COMPONENT = "kubeherd"
 FIELD_MANAGER = "kubeherd"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -100,8 +99,8 @@ KINDS = {
     ("apps/v1", "ControllerRevision"): Kind(
         "/apis/apps/v1", "controllerrevisions", "ControllerRevision"
     ),
-    ("kubeherd.io/v1alpha1", "SchedulerProfile"): Kind(
-        f"/apis/{GROUP}/{VERSION}", "schedulerprofiles", "SchedulerProfile"
+    (API_VERSION, SCHEDULERPROFILE): Kind(
+        f"/apis/{GROUP}/{VERSION}", SCHEDULERPROFILES, SCHEDULERPROFILE
     ),
 }
 

@@ -30,6 +30,7 @@ from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import conditions_by_type, iso_time, status_changed
+from kubeherd.names import SCHEDULERPROFILES
 from kubeherd.runner import KeyedRunner, Marks
 from kubeherd.scheduler.config import (
     Lock,
@@ -76,7 +77,6 @@ from kubeherd.scheduler.versions import release_version
 
 logger = logging.getLogger(__name__)
 
-PLURAL = "schedulerprofiles"
 FINALIZER = "kubeherd.io/scheduler-cleanup"
 Key = tuple[str, str]  # (namespace, name)
 DEPLOYMENT = KINDS[("apps/v1", "Deployment")]
@@ -449,7 +449,9 @@ class SchedulerProfileController:
             {"op": "test", "path": "/metadata/resourceVersion", "value": version},
             {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
         ]
-        outcome = await self.kube.json_patch(PLURAL, owner.namespace, owner.name, operations)
+        outcome = await self.kube.json_patch(
+            SCHEDULERPROFILES, owner.namespace, owner.name, operations
+        )
         if not outcome.ok and not outcome.not_found:
             # A concurrent change: the next watch event brings the current list.
             logger.info("%s/%s: finalizers not written: %s", *state_key(state), outcome.message)
@@ -486,7 +488,9 @@ class SchedulerProfileController:
             return
         self._report_leader(state, previous.get("leader") or "", leader, lock)
         self._report_rollback(previous, status, state)
-        outcome = await self.kube.patch_status(PLURAL, owner.namespace, owner.name, status)
+        outcome = await self.kube.patch_status(
+            SCHEDULERPROFILES, owner.namespace, owner.name, status
+        )
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
             state.body = {**state.body, "status": {**previous, **status}}

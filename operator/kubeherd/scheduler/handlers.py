@@ -13,10 +13,9 @@ from typing import Any
 
 import kopf
 
-from kubeherd.scheduler.controller import PLURAL, SchedulerProfileController, claims_of
+from kubeherd.names import GROUP, SCHEDULERPROFILES, VERSION
+from kubeherd.scheduler.controller import SchedulerProfileController, claims_of
 from kubeherd.scheduler.validation import Claim
-
-GROUP, VERSION = "kubeherd.io", "v1alpha1"
 
 
 class IndexedClaims:
@@ -31,14 +30,14 @@ class IndexedClaims:
         return [claim for name in list(self.index.keys()) for claim in self.index.get(name, [])]
 
 
-@kopf.index(GROUP, VERSION, PLURAL)
+@kopf.index(GROUP, VERSION, SCHEDULERPROFILES)
 async def kubeherd_scheduler_names(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
 ) -> dict[str, Claim]:
     return {claim.scheduler_name: claim for claim in claims_of(body)}
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
+@kopf.on.event(GROUP, VERSION, SCHEDULERPROFILES)
 async def schedulerprofile_event(
     namespace: str | None,
     name: str,
