@@ -10,7 +10,6 @@ The decisions are pure functions of plain data; the API calls are at the bottom.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sys
 import time
@@ -23,7 +22,8 @@ import yaml
 
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
-from kubeherd.names import CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP, VERSION
+from kubeherd.kube.client import KINDS, Kube, KubeError, WriteLimits
+from kubeherd.names import API_VERSION, CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP
 
 KIND_NAMES = frozenset(
     {
@@ -35,6 +35,9 @@ KIND_NAMES = frozenset(
     }
 )
 POLL_SECONDS = 1.0
+CUSTOMDAEMONSET_KIND = KINDS[(API_VERSION, CUSTOMDAEMONSET)]
+# As kubectl names a resource in its messages.
+RESOURCE = f"{CUSTOMDAEMONSET.lower()}.{GROUP}"
 
 
 class RolloutError(Exception):
@@ -229,36 +232,26 @@ async def _client(target: Target) -> tuple[Any, str]:
     return k8s.ApiClient(configuration), namespace or "default"
 
 
-async def _get_cds(api: Any, namespace: str, name: str) -> dict[str, Any]:
-    from kubernetes_asyncio.client.exceptions import ApiException
+async def _kube(target: Target) -> tuple[Kube, str]:
+    api_client, namespace = await _client(target)
+    return Kube(api_client, WriteLimits()), namespace
 
+
+async def _get_cds(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     try:
-        found: dict[str, Any] = await api.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, CUSTOMDAEMONSETS, name
-        )
-    except ApiException as error:
-        if error.status == 404:
-            raise RolloutError(f'customdaemonsets.kubeherd.io "{name}" not found') from None
-        raise RolloutError(_message(error)) from None
+        found = await kube.get_object(CUSTOMDAEMONSET_KIND, namespace, name)
+    except KubeError as error:
+        raise RolloutError(str(error)) from None
+    if found is None:
+        raise RolloutError(f'{CUSTOMDAEMONSETS}.{GROUP} "{name}" not found')
     return found
 
 
-def _message(error: Any) -> str:
-    try:
-        return str(json.loads(error.body or b"")["message"])
-    except (ValueError, KeyError, TypeError):
-        return str(error)
-
-
-async def _revisions(
-    api_client: Any, cds: Mapping[str, Any]
-) -> tuple[list[Revision], dict[str, str]]:
-    from kubeherd.kube.client import Kube, KubeError, WriteLimits
-
+async def _revisions(kube: Kube, cds: Mapping[str, Any]) -> tuple[list[Revision], dict[str, str]]:
     metadata = cds["metadata"]
     try:
         # A refused list (RBAC, say) raises: it must not pass for an empty history.
-        bodies = await Kube(api_client, WriteLimits()).list_controller_revisions(
+        bodies = await kube.list_controller_revisions(
             metadata["namespace"], f"{OWNER_LABEL}={metadata['name']}"
         )
     except KubeError as error:
@@ -273,15 +266,12 @@ async def _revisions(
 
 
 async def status(target: Target, timeout: float, out: TextIO) -> None:
-    from kubernetes_asyncio import client as k8s
-
-    api_client, namespace = await _client(target)
-    async with api_client:
-        api = k8s.CustomObjectsApi(api_client)
+    kube, namespace = await _kube(target)
+    try:
         deadline = time.monotonic() + timeout if timeout > 0 else None
         last = ""
         while True:
-            verdict = status_verdict(await _get_cds(api, namespace, target.name))
+            verdict = status_verdict(await _get_cds(kube, namespace, target.name))
             if verdict.failed:
                 raise RolloutError(verdict.message)
             if verdict.message != last:
@@ -293,35 +283,33 @@ async def status(target: Target, timeout: float, out: TextIO) -> None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise RolloutError("timed out waiting for the condition")
             await asyncio.sleep(POLL_SECONDS)
+    finally:
+        await kube.close()
 
 
 async def history(target: Target, revision: int, out: TextIO) -> None:
-    from kubernetes_asyncio import client as k8s
-
-    api_client, namespace = await _client(target)
-    async with api_client:
-        cds = await _get_cds(k8s.CustomObjectsApi(api_client), namespace, target.name)
-        revisions, causes = await _revisions(api_client, cds)
+    kube, namespace = await _kube(target)
+    try:
+        cds = await _get_cds(kube, namespace, target.name)
+        revisions, causes = await _revisions(kube, cds)
+    finally:
+        await kube.close()
     if not revision:
         out.write(history_table(target.name, revisions, causes))
         return
     chosen = find_revision(revisions, revision)
-    out.write(f"customdaemonset.kubeherd.io/{target.name} with revision #{revision}\n")
+    out.write(f"{RESOURCE}/{target.name} with revision #{revision}\n")
     out.write(yaml.safe_dump({"template": dict(chosen.template)}, sort_keys=False))
 
 
 async def undo(target: Target, to_revision: int, out: TextIO) -> None:
-    from kubernetes_asyncio import client as k8s
-    from kubernetes_asyncio.client.exceptions import ApiException
-
-    api_client, namespace = await _client(target)
-    async with api_client:
-        api = k8s.CustomObjectsApi(api_client)
-        cds = await _get_cds(api, namespace, target.name)
-        revisions, _causes = await _revisions(api_client, cds)
+    kube, namespace = await _kube(target)
+    try:
+        cds = await _get_cds(kube, namespace, target.name)
+        revisions, _causes = await _revisions(kube, cds)
         update_revision = str((cds.get("status") or {}).get("updateRevision") or "")
         chosen = undo_target(target.name, revisions, update_revision, to_revision)
-        resource = f"customdaemonset.kubeherd.io/{target.name}"
+        resource = f"{RESOURCE}/{target.name}"
         patch = rollback_patch(cds, chosen)
         if patch is None:
             out.write(
@@ -329,22 +317,13 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
                 f"{chosen.number})\n"
             )
             return
-        try:
-            await api.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                namespace,
-                CUSTOMDAEMONSETS,
-                target.name,
-                patch,
-                _content_type="application/json-patch+json",
-            )
-        except ApiException as error:
-            if is_concurrent_edit(error.status, _message(error)):
-                raise RolloutError(
-                    "the customdaemonset changed while rolling back; try again"
-                ) from None
-            raise RolloutError(_message(error)) from None
+        outcome = await kube.patch_object(CUSTOMDAEMONSET_KIND, namespace, target.name, patch)
+        if is_concurrent_edit(outcome.status, outcome.message):
+            raise RolloutError("the customdaemonset changed while rolling back; try again")
+        if not outcome.ok:
+            raise RolloutError(outcome.message)
+    finally:
+        await kube.close()
     out.write(f"{resource} rolled back\n")
 
 

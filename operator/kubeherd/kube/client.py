@@ -29,7 +29,15 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
-from kubeherd.names import API_VERSION, GROUP, SCHEDULERPROFILE, SCHEDULERPROFILES, VERSION
+from kubeherd.names import (
+    API_VERSION,
+    CUSTOMDAEMONSET,
+    CUSTOMDAEMONSETS,
+    GROUP,
+    SCHEDULERPROFILE,
+    SCHEDULERPROFILES,
+    VERSION,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +106,9 @@ KINDS = {
     ("v1", "Secret"): Kind("/api/v1", "secrets", "Secret"),
     ("apps/v1", "ControllerRevision"): Kind(
         "/apis/apps/v1", "controllerrevisions", "ControllerRevision"
+    ),
+    (API_VERSION, CUSTOMDAEMONSET): Kind(
+        f"/apis/{GROUP}/{VERSION}", CUSTOMDAEMONSETS, CUSTOMDAEMONSET
     ),
     (API_VERSION, SCHEDULERPROFILE): Kind(
         f"/apis/{GROUP}/{VERSION}", SCHEDULERPROFILES, SCHEDULERPROFILE
