@@ -21,7 +21,7 @@ def _run(options: argparse.Namespace) -> int:
     # The type of kopf.run's `identity`, which Kopf does not export.
     from kopf._core.engines.peering import Identity
 
-    import kubeherd.main  # noqa: F401  (registers the handlers)
+    from kubeherd.main import Runtime  # importing it registers the handlers
     from kubeherd.peering import own_identity
 
     kopf.configure(debug=options.debug, verbose=options.verbose)
@@ -58,7 +58,7 @@ def _run(options: argparse.Namespace) -> int:
         clusterwide=not options.namespace,
         namespaces=options.namespace or (),
         liveness_endpoint=options.liveness or None,
-        memo=kopf.Memo(options=operator_options),
+        memo=Runtime(options=operator_options),
         stop_flag=operator_options.stopping,
     )
     # A replica that was outranked after it had been active exits non-zero, to be restarted.

@@ -35,32 +35,88 @@ logger = logging.getLogger(__name__)
 LOCAL_LISTEN = "127.0.0.1:0"
 
 
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """What start-up makes, all at once."""
+
+    kube: Kube
+    watches: Watches
+    daemonsets: DaemonSetController
+    schedulers: SchedulerProfileController
+    scheduler_claims: IndexedClaims
+
+
+@dataclasses.dataclass
+class Runtime:
+    """Kopf's memo: the one object the handlers share, typed. Kopf hands each object's handlers
+    a shallow copy, made after start-up, so they all see the same parts. The handler modules
+    each name what they read of it (a Protocol), so that neither imports the other."""
+
+    options: OperatorOptions = dataclasses.field(default_factory=OperatorOptions)
+    parts: Parts | None = None
+    webhook: ConfigurationKeeper | None = None
+    peering: PeeringWatch | None = None
+
+    @property
+    def started(self) -> Parts:
+        if self.parts is None:
+            raise RuntimeError("kubeherd has not started")
+        return self.parts
+
+    @property
+    def kube(self) -> Kube:
+        return self.started.kube
+
+    @property
+    def watches(self) -> Watches:
+        return self.started.watches
+
+    @property
+    def daemonsets(self) -> DaemonSetController:
+        return self.started.daemonsets
+
+    @property
+    def schedulers(self) -> SchedulerProfileController:
+        return self.started.schedulers
+
+    @property
+    def scheduler_claims(self) -> IndexedClaims:
+        return self.started.scheduler_claims
+
+
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    options: OperatorOptions = memo.get("options") or OperatorOptions()
+async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> None:
+    options = memo.options
     configure(settings, options.peering)
     kube = await Kube.connect(options.limits)
-    if options.peering is not None:
-        memo["peering"] = await watch_peering(kube, options, settings.peering.clusterwide)
-    memo["kube"] = kube
+    try:
+        if options.peering is not None:
+            memo.peering = await watch_peering(kube, options, settings.peering.clusterwide)
+    except BaseException:
+        await kube.close()
+        raise
     watches = Watches(kube, options.namespaces)
-    memo["watches"] = watches
-    memo["daemonsets"] = watches.controller = DaemonSetController(
+    watches.controller = DaemonSetController(
         kube, watches.nodes, watches.pods, max_create_backoff=options.max_create_backoff
+    )
+    claims = IndexedClaims()
+    memo.parts = Parts(
+        kube=kube,
+        watches=watches,
+        daemonsets=watches.controller,
+        schedulers=SchedulerProfileController(
+            kube, claims, status_interval=options.scheduler_status_interval
+        ),
+        scheduler_claims=claims,
     )
     watches.start()
     settings.admission.server = await admission_server(kube, options.webhook, memo)
     if options.webhook is None and options.stale_webhook_configuration:
         await remove_configuration(kube, options.stale_webhook_configuration)
-    claims = IndexedClaims()
-    memo["scheduler_claims"] = claims
-    memo["schedulers"] = SchedulerProfileController(
-        kube, claims, status_interval=options.scheduler_status_interval
-    )
 
 
 async def admission_server(
-    kube: Kube, options: WebhookOptions | None, memo: kopf.Memo
+    kube: Kube, options: WebhookOptions | None, memo: Runtime
 ) -> kopf.WebhookServerProtocol:
     """Kopf's admission server: the webhook's, or (turned off) one that serves nothing."""
     if options is not None and options.listen == AUTO:
@@ -78,7 +134,7 @@ async def admission_server(
         # webhook's absence only lets bad input through to their conditions.
         logger.error("The admission webhook is off: no certificate to serve it (%s)", error)
         return IdleServer()
-    memo["webhook"] = server.keeper
+    memo.webhook = server.keeper
     return server
 
 
@@ -107,28 +163,20 @@ async def watch_peering(kube: Kube, options: OperatorOptions, clusterwide: bool)
 
 
 @kopf.on.cleanup()
-async def stop(memo: kopf.Memo, **_: Any) -> None:
+async def stop(memo: Runtime, **_: Any) -> None:
     await stop_operator(memo)
 
 
-async def stop_operator(memo: kopf.Memo) -> None:
+async def stop_operator(memo: Runtime) -> None:
     """Stop kubeherd's own tasks and end Kopf's wait on the stop flag."""
-    options: OperatorOptions | None = memo.get("options")
-    if options is not None:
-        options.stopping.set()
-    keeper: ConfigurationKeeper | None = memo.get("webhook")
-    if keeper is not None:
-        await keeper.stop()
-    watch: PeeringWatch | None = memo.get("peering")
-    if watch is not None:
-        await watch.stop()
-    watches: Watches | None = memo.get("watches")
-    if watches is not None:
-        await watches.stop()
-    for name in ("daemonsets", "schedulers"):
-        controller: DaemonSetController | SchedulerProfileController | None = memo.get(name)
-        if controller is not None:
-            await controller.stop()
-    kube: Kube | None = memo.get("kube")
-    if kube is not None:
-        await kube.close()
+    memo.options.stopping.set()
+    if memo.webhook is not None:
+        await memo.webhook.stop()
+    if memo.peering is not None:
+        await memo.peering.stop()
+    parts = memo.parts
+    if parts is not None:
+        await parts.watches.stop()
+        await parts.daemonsets.stop()
+        await parts.schedulers.stop()
+        await parts.kube.close()

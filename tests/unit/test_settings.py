@@ -87,13 +87,11 @@ def test_a_demoted_replica_stops_kopf() -> None:
 def test_the_cleanup_handler_ends_kopfs_wait_on_the_stop_flag() -> None:
     """After a signal Kopf gives its waiter on the stop flag 5 s to end before it cancels it:
     kubeherd's cleanup sets the flag, so a stopped operator exits at once."""
-    import kopf
-
-    from kubeherd.main import stop_operator
+    from kubeherd.main import Runtime, stop_operator
 
     options = OperatorOptions()
 
-    asyncio.run(stop_operator(kopf.Memo(options=options)))
+    asyncio.run(stop_operator(Runtime(options=options)))
 
     assert options.stopping.is_set()
     assert not options.demoted.is_set()

@@ -17,7 +17,7 @@ import tempfile
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 from kopf._cogs.structs import reviews
@@ -290,20 +290,27 @@ async def review_schedulerprofile(
     return profile_review(profile_verdict(new, claims))
 
 
+class Memo(Protocol):
+    """What the webhook reads of Kopf's memo (kubeherd.main.Runtime)."""
+
+    @property
+    def kube(self) -> Kube: ...
+
+
 async def answer(
     review: Any,
     kind: str,
     cause: Mapping[str, Any],
     body: kopf.Body,
     warnings: list[str],
-    memo: kopf.Memo,
+    memo: Memo,
 ) -> None:
     """Run a check; refuse with its message, else allow. A check that fails allows: the
     webhook is there to refuse what is certainly bad, never to block on its own trouble."""
     try:
         old = cause.get("old")
         result: Review = await review(
-            memo["kube"], str(cause["operation"]), dict(old) if old else None, dict(body)
+            memo.kube, str(cause["operation"]), dict(old) if old else None, dict(body)
         )
     except Exception as error:
         logger.exception("%s admission check failed; allowing", kind)
@@ -322,7 +329,7 @@ async def answer(
     operations=["CREATE", "UPDATE"],
 )
 async def check_customdaemonset(
-    body: kopf.Body, warnings: list[str], memo: kopf.Memo, **kwargs: Any
+    body: kopf.Body, warnings: list[str], memo: Memo, **kwargs: Any
 ) -> None:
     await answer(review_customdaemonset, "CustomDaemonSet", kwargs, body, warnings, memo)
 
@@ -335,7 +342,7 @@ async def check_customdaemonset(
     operations=["CREATE", "UPDATE"],
 )
 async def check_schedulerprofile(
-    body: kopf.Body, warnings: list[str], memo: kopf.Memo, **kwargs: Any
+    body: kopf.Body, warnings: list[str], memo: Memo, **kwargs: Any
 ) -> None:
     await answer(review_schedulerprofile, "SchedulerProfile", kwargs, body, warnings, memo)
 

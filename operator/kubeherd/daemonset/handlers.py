@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 
@@ -166,9 +166,14 @@ class Watches:
             self.controller.pod_relabelled((namespace, new.owner))
 
 
-def controller_of(memo: kopf.Memo) -> DaemonSetController:
-    controller: DaemonSetController = memo["daemonsets"]
-    return controller
+class Memo(Protocol):
+    """What these handlers read of Kopf's memo (kubeherd.main.Runtime)."""
+
+    @property
+    def watches(self) -> Watches: ...
+
+    @property
+    def daemonsets(self) -> DaemonSetController: ...
 
 
 @kopf.on.event(GROUP, VERSION, CUSTOMDAEMONSETS)
@@ -177,12 +182,12 @@ async def daemonset_event(
     name: str,
     type: str,
     body: kopf.Body,
-    memo: kopf.Memo,
+    memo: Memo,
     **kwargs: Any,
 ) -> None:
     # Held back (this object's Kopf worker waits) until nodes and pods are listed.
-    await memo["watches"].listed()
-    controller = controller_of(memo)
+    await memo.watches.listed()
+    controller = memo.daemonsets
     if type == "DELETED":
         controller.daemonset_deleted((namespace or "", name))
     else:

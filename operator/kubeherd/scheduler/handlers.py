@@ -9,7 +9,7 @@ newer resource take a name an older one runs.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 
@@ -30,6 +30,16 @@ class IndexedClaims:
         return [claim for name in list(self.index.keys()) for claim in self.index.get(name, [])]
 
 
+class Memo(Protocol):
+    """What these handlers read of Kopf's memo (kubeherd.main.Runtime)."""
+
+    @property
+    def schedulers(self) -> SchedulerProfileController: ...
+
+    @property
+    def scheduler_claims(self) -> IndexedClaims: ...
+
+
 @kopf.index(GROUP, VERSION, SCHEDULERPROFILES)
 async def kubeherd_scheduler_names(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
@@ -43,11 +53,11 @@ async def schedulerprofile_event(
     name: str,
     type: str,
     body: kopf.Body,
-    memo: kopf.Memo,
+    memo: Memo,
     **kwargs: Any,
 ) -> None:
-    memo["scheduler_claims"].index = kwargs["kubeherd_scheduler_names"]
-    controller: SchedulerProfileController = memo["schedulers"]
+    memo.scheduler_claims.index = kwargs["kubeherd_scheduler_names"]
+    controller = memo.schedulers
     if type == "DELETED":
         controller.profile_deleted((namespace or "", name))
     else:
