@@ -275,3 +275,33 @@ def test_minready_seconds_wakes_the_controller_when_a_pod_turns_available() -> N
 
     run_virtually(scenario)
     assert cluster.status()["numberAvailable"] == 1
+
+
+def test_an_undo_renumbers_the_old_revision_in_place() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods()
+        await settle()
+        first = dict(cluster.revisions)
+        cluster.update_spec(template=template(NEW))
+        await settle()
+        cluster.run_pods()
+        await settle()
+        cluster.update_spec(template=template(OLD))  # what `kubeherd rollout undo` does
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await controller.stop()
+        (name,) = first
+        assert cluster.revisions[name]["metadata"]["uid"] == first[name]["metadata"]["uid"]
+        assert cluster.revisions[name]["revision"] == 3
+
+    run_virtually(scenario)
+    assert cluster.verbs().count("create ControllerRevision") == 2
+    assert cluster.verbs().count("patch ControllerRevision") == 1
+    assert cluster.images() == {"n1": OLD}
+    assert cluster.status()["updateRevision"] == next(iter(cluster.revisions))
