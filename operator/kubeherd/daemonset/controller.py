@@ -223,9 +223,8 @@ class DaemonSetController:
             self.clock,
         )
         self._schedule_retries(key, state, plan, failure)
-        live = {pod.revision for record in state.ledger.values() for pod in record.pods}
         state.history = await prune_history(
-            self.kube, key, state.history, state.spec.history_limit, live
+            self.kube, key, state.history, state.spec.history_limit, state.ledger
         )
 
     async def _claim(self, key: Key, state: DaemonSetState) -> None:

@@ -16,6 +16,7 @@ from kubeherd.daemonset.claims import (
     revision_adoptable,
     selector_text,
 )
+from kubeherd.daemonset.planning import NodeRecord
 from kubeherd.daemonset.pods import KIND, OWNER_LABEL
 from kubeherd.daemonset.revisions import (
     Revision,
@@ -148,11 +149,16 @@ async def _recreate_revision(
 
 
 async def prune_history(
-    kube: Kube, key: tuple[str, str], history: History, limit: int, live: set[str]
+    kube: Kube,
+    key: tuple[str, str],
+    history: History,
+    limit: int,
+    ledger: Mapping[str, NodeRecord],
 ) -> History:
-    """Delete the oldest revisions beyond `limit`, except the ones pods still run (`live`)."""
+    """Delete the oldest revisions beyond `limit`, except the ones pods still run."""
     if len(history.revisions) - 1 <= limit:
-        return history
+        return history  # the common case, which must not look at every node
+    live = {pod.revision for record in ledger.values() for pod in record.pods}
     kept = list(history.revisions)
     for revision in revisions_to_prune(kept, history.revision, limit, live):
         outcome = await kube.delete_controller_revision(key[0], revision.name, revision.uid)
