@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
+from kubeherd.defaults import MAX_CREATE_BACKOFF, SCHEDULER_STATUS_INTERVAL
 from kubeherd.kube.client import WriteLimits
 from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions
@@ -271,21 +272,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="client-side write rate limit; 0 (default) leaves pacing to the API server's "
         "priority and fairness",
     )
-    run.add_argument("--burst", type=int, help="client-side write burst, with --qps (default: 100)")
     run.add_argument(
-        "--max-concurrent-writes", type=int, help="writes in flight at once (default: 16)"
+        "--burst",
+        type=int,
+        help=f"client-side write burst, with --qps (default: {WriteLimits().burst})",
+    )
+    run.add_argument(
+        "--max-concurrent-writes",
+        type=int,
+        help=f"writes in flight at once (default: {WriteLimits().max_concurrent})",
     )
     run.add_argument(
         "--max-create-backoff",
         type=float,
-        default=60.0,
+        default=MAX_CREATE_BACKOFF,
         help="longest wait, in seconds, between retries of refused pod creates "
         "(default: %(default)s)",
     )
     run.add_argument(
         "--scheduler-status-interval",
         type=float,
-        default=5.0,
+        default=SCHEDULER_STATUS_INTERVAL,
         help="seconds between reads of each SchedulerProfile's Deployment and Lease "
         "(default: %(default)s)",
     )

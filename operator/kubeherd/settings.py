@@ -12,6 +12,7 @@ import kopf
 
 from kubeherd.admission.configuration import WebhookOptions
 from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.defaults import MAX_CREATE_BACKOFF, SCHEDULER_STATUS_INTERVAL
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
 from kubeherd.peering import PeeringOptions
 
@@ -22,9 +23,9 @@ class OperatorOptions:
 
     limits: WriteLimits = field(default_factory=WriteLimits)
     # Ceiling of the delay between retries when the API server refuses pod creates (quota...).
-    max_create_backoff: float = 60.0
+    max_create_backoff: float = MAX_CREATE_BACKOFF
     # How often each SchedulerProfile's Deployment and Lease are read for its status (seconds).
-    scheduler_status_interval: float = 5.0
+    scheduler_status_interval: float = SCHEDULER_STATUS_INTERVAL
     # Active/standby replicas (`--peering`); None: this is the only instance (standalone).
     peering: PeeringOptions | None = None
     # The namespaces watched (`--namespace`); empty: all of them.

@@ -24,6 +24,7 @@ from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
 from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
 from kubeherd.daemonset.template_check import judge_template
 from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_pods, pod_builder
+from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
@@ -50,8 +51,8 @@ class DaemonSetController:
         nodes: NodeSource,
         pods: PodSource,
         *,
-        max_create_backoff: float = 60.0,
-        max_failed_pod_backoff: float = 900.0,
+        max_create_backoff: float = MAX_CREATE_BACKOFF,
+        max_failed_pod_backoff: float = MAX_FAILED_POD_BACKOFF,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubeherd.defaults import SCHEDULER_STATUS_INTERVAL
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
@@ -159,7 +160,7 @@ class SchedulerProfileController:
         kube: Kube,
         claims: ClaimSource,
         *,
-        status_interval: float = 5.0,
+        status_interval: float = SCHEDULER_STATUS_INTERVAL,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube

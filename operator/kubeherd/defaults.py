@@ -1,0 +1,12 @@
+"""The operator's defaults, in one place: `kubeherd run`'s options, the settings and the
+controllers all take them from here. (The write limits' are WriteLimits' own, in kube/client.py.)
+"""
+
+from __future__ import annotations
+
+# The longest wait between retries of pod creates the API server refused (quota...), seconds.
+MAX_CREATE_BACKOFF = 60.0
+# The longest wait before a node's failed daemon pod is replaced, as the native controller's.
+MAX_FAILED_POD_BACKOFF = 900.0
+# How often each SchedulerProfile's Deployment and Lease are read for its status, seconds.
+SCHEDULER_STATUS_INTERVAL = 5.0
