@@ -152,6 +152,8 @@ async def run(bench: Bench, options: Options, save: Any) -> None:
     for size in sizes:
         try:
             if size == options.nodes:
+                # Every benchmark at --nodes runs on that many nodes, whichever run first.
+                await bench.grow_to(size)
                 if options.only & {"B1", "B5"}:
                     await bench.rollouts(size, options.runs)
                     save()

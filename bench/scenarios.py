@@ -251,11 +251,15 @@ class Bench:
         )
         return result
 
-    async def _wait_for_pods(self, workload: str, expected: int, started: float) -> None:
-        """Until `expected` pods of `workload` exist and run; progress every few seconds."""
+    async def _wait_for_pods(
+        self, workload: str, expected: int, started: float, sharing: int = 1
+    ) -> None:
+        """Until `expected` pods of `workload` exist and run; progress every few seconds.
+        `sharing`: how many workloads create their pods at the same time, from `started`."""
         loop = asyncio.get_running_loop()
-        # Generous: the native controller's 20 writes per second, twice over, and a margin.
-        timeout = 120 + expected / 10
+        # Generous: the native controller's 20 writes per second, twice over, and a margin,
+        # for all the pods created at once (B4's workloads share one API server).
+        timeout = 120 + sharing * expected / 10
         last_report = started
         while True:
             if (error := self.pods.failed()) is not None:
@@ -440,7 +444,7 @@ class Bench:
         for workload in workloads:
             await self.create(KUBEHERD, workload)
         for workload in workloads:
-            await self._wait_for_pods(workload, expected, started)
+            await self._wait_for_pods(workload, expected, started, sharing=count)
         rollout_seconds = loop.time() - started
         rolled_out = self.operator.usage()
         self.report(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from bench.__main__ import run as run_benchmarks
 from bench.clients import (
     NATIVE_DAEMONSET,
     WRITE_VERBS,
@@ -24,6 +26,7 @@ from bench.profile import (
     layer_shares,
 )
 from bench.report import markdown, median_run, plot, summarize
+from bench.scenarios import Options
 from bench.stats import delays, growth_exponent, median, percentile, rollout
 from bench.workload import custom_daemonset, native_daemonset, pinned_pod
 from kubeherd.daemonset.pods import target_node
@@ -254,3 +257,42 @@ def test_profile_layers_count_a_sample_for_kubeherd_when_its_code_is_on_the_stac
         (20.0, KUBEHERD_LAYER),
         (10.0, NETWORK_LAYER),
     ]
+
+
+class RecordingBench:
+    """Stands in for bench.scenarios.Bench: records the steps `run` takes, and the nodes."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+        self.nodes = 100  # what set-up leaves: the cluster grows only when asked
+
+    async def set_up(self) -> None:
+        self.steps.append("set_up")
+
+    async def grow_to(self, size: int) -> None:
+        self.nodes = max(self.nodes, size)
+        self.steps.append(f"grow_to {size}")
+
+    async def rollouts(self, size: int, runs: int) -> None:
+        self.steps.append(f"B1 on {self.nodes}")
+
+    async def limit(self) -> None:
+        self.steps.append(f"B3 on {self.nodes}")
+
+    async def cost(self) -> None:
+        self.steps.append(f"B4 on {self.nodes}")
+
+    async def join(self) -> None:
+        self.steps.append(f"B2 on {self.nodes}")
+
+
+@pytest.mark.parametrize("only", [{"B4"}, {"B3"}, {"B2"}, {"B3", "B4"}])
+def test_every_benchmark_at_nodes_runs_on_that_many_nodes(only: set[str]) -> None:
+    bench = RecordingBench()
+    options = Options(nodes=3000, only=frozenset(only))
+
+    asyncio.run(run_benchmarks(cast(Any, bench), options, lambda: None))
+
+    ran = [step for step in bench.steps if step.startswith("B")]
+    assert ran
+    assert all(step.endswith(" on 3000") for step in ran)
