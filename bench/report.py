@@ -18,7 +18,17 @@ GOALS = {
     "limit_percent": 70.0,
     "peak_rss_mib": 250.0,
     "idle_writes": 0,
+    # Issue 19's: after start-up, and per watched daemon pod.
+    "start_rss_mib": 100.0,
+    "kib_per_pod": 2.0,
 }
+
+
+def kib_per_pod(cost: Mapping[str, Any]) -> float:
+    """What each watched daemon pod costs in memory: the growth of the peak from start-up to
+    the end of the rollout, spread over the pods."""
+    growth_mib = float(cost["peak_rss_mib"]) - float(cost["peak_rss_after_start_mib"])
+    return 1024 * growth_mib / max(1, int(cost["pods"]))
 
 
 def _runs(results: Mapping[str, Any], controller: str, nodes: int) -> list[Mapping[str, Any]]:
@@ -165,6 +175,7 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     cost = results.get("cost") or {}
     if cost:
         idle = cost["idle_requests"]
+        pods = max(1, cost["pods"])
         lines += [
             "",
             f"### B4 cost: {cost['daemonsets']} CustomDaemonSets on {cost['nodes']} nodes "
@@ -179,6 +190,9 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
             f"| CPU for the rollout ({_seconds(cost['rollout_seconds'])}) "
             f"| {cost['cpu_seconds_rollout']:.1f} s |",
             f"| CPU while idle ({cost['idle_seconds']:.0f} s) | {cost['cpu_seconds_idle']:.1f} s |",
+            f"| memory per daemon pod (peak after the rollout less after start-up, per pod) "
+            f"| {kib_per_pod(cost):.1f} KiB |",
+            f"| CPU per 1000 pods rolled out | {1000 * cost['cpu_seconds_rollout'] / pods:.2f} s |",
         ]
         rollout_requests = cost["rollout_requests"]
         lines.append(
@@ -192,10 +206,14 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
                 f"| {requests['writes']} / {requests['reads']} |"
             )
         rss_met = cost["peak_rss_mib"] <= GOALS["peak_rss_mib"]
+        start_met = cost["peak_rss_after_start_mib"] <= GOALS["start_rss_mib"]
+        per_pod_met = kib_per_pod(cost) <= GOALS["kib_per_pod"]
         writes_met = idle[KUBEHERD]["writes"] == GOALS["idle_writes"]
         lines += [
             "",
             f"Goals: peak RSS {GOALS['peak_rss_mib']:.0f} MiB or less: {_goal(rss_met)}; "
+            f"{GOALS['start_rss_mib']:.0f} MiB or less after start-up: {_goal(start_met)}; "
+            f"{GOALS['kib_per_pod']:.0f} KiB or less per pod: {_goal(per_pod_met)}; "
             f"no writes while idle: {_goal(writes_met)}.",
         ]
     profile = results.get("profile") or {}

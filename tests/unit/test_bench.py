@@ -206,7 +206,13 @@ def test_the_markdown_shows_each_benchmark_and_which_goals_were_missed() -> None
     assert "**0.33** to all pods created (goal 0.5: met)" in text
     assert "p99 400 ms (goal 1000 ms: met)" in text
     assert "**67 %** of it (goal 70 %: missed)" in text
-    assert "peak RSS 250 MiB or less: missed; no writes while idle: met" in text
+    assert (
+        "peak RSS 250 MiB or less: missed; 100 MiB or less after start-up: met; "
+        "2 KiB or less per pod: missed; no writes while idle: met" in text
+    )
+    # (300 - 100) MiB over 100 pods; 5 CPU s over 100 pods.
+    assert "| 2048.0 KiB |" in text
+    assert "| CPU per 1000 pods rolled out | 50.00 s |" in text
     assert "| requests while idle, kubeherd: writes / reads | 0 / 2 |" in text
     assert "![Rollout progress at 10 nodes](results/x.png)" in text
 
