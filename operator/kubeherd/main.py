@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 from typing import Any
 
@@ -24,7 +25,9 @@ from kubeherd.admission.webhook import (
 )
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import Watches
+from kubeherd.kube import config
 from kubeherd.kube.client import Kind, Kube, KubeError
+from kubeherd.kube.http import exec_credential
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.handlers import IndexedClaims
@@ -84,11 +87,47 @@ class Runtime:
         return self.started.scheduler_claims
 
 
+@kopf.on.login()
+async def login(**_: Any) -> kopf.ConnectionInfo:
+    """Kopf logs in the way kubeherd's own client does (kubeherd.kube.config), so both read
+    the same login, exec plugins included."""
+    return await connection_info(config.load())
+
+
+async def connection_info(login: config.Login) -> kopf.ConnectionInfo:
+    token, certificate, key = login.token, login.client_certificate_pem, login.client_key_pem
+    expiration = None
+    if login.exec_plugin is not None:
+        credential = await exec_credential(login.exec_plugin)
+        if credential.authorization:
+            token = credential.authorization.removeprefix("Bearer ")
+        certificate = credential.certificate_pem or certificate
+        key = credential.key_pem or key
+        if credential.expires is not None:
+            expiration = datetime.datetime.fromtimestamp(credential.expires, datetime.UTC)
+    elif login.token_file is not None:
+        token = login.token_file.read_text().strip()
+    return kopf.ConnectionInfo(
+        server=login.server,
+        ca_data=login.ca_pem,
+        insecure=login.insecure or None,
+        username=login.username,
+        password=login.password,
+        scheme="Bearer" if token else None,
+        token=token,
+        certificate_data=certificate,
+        private_key_data=key,
+        default_namespace=login.namespace,
+        proxy_url=login.proxy_url,
+        expiration=expiration,
+    )
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> None:
     options = memo.options
     configure(settings, options.peering)
-    kube = await Kube.connect(options.limits)
+    kube = Kube.connect(options.limits)
     try:
         if options.peering is not None:
             memo.peering = await watch_peering(kube, options, settings.peering.clusterwide)

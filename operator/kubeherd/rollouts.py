@@ -15,13 +15,13 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
+from kubeherd.kube import config
 from kubeherd.kube.client import KINDS, Kube, KubeError, WriteLimits
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP
 
@@ -201,40 +201,27 @@ class Target:
     kubeconfig: str | None
 
 
-async def _client(target: Target) -> tuple[Any, str]:
-    """An API client logged in as kubectl would be, and the namespace to use."""
-    from kubernetes_asyncio import client as k8s
-    from kubernetes_asyncio import config as k8s_config
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    configuration = k8s.Configuration()
-    namespace = target.namespace
+def _login(target: Target) -> config.Login:
+    """The login kubectl would use: the kubeconfig (--kubeconfig, else KUBECONFIG or
+    ~/.kube/config), else the pod's service account."""
     try:
-        await k8s_config.load_kube_config(
-            config_file=target.kubeconfig, client_configuration=configuration
-        )
-        if namespace is None:
-            _contexts, active = k8s_config.list_kube_config_contexts(target.kubeconfig)
-            namespace = (active.get("context") or {}).get("namespace")
-    except (ConfigException, FileNotFoundError) as kubeconfig_error:
+        return config.from_kubeconfig(target.kubeconfig)
+    except config.ConfigError as kubeconfig_error:
         # A kubeconfig named on the command line must be used, never silently replaced.
         if target.kubeconfig:
-            # The loader reports a missing file as a file without a current-context.
-            problem = kubeconfig_error if Path(target.kubeconfig).is_file() else "no such file"
-            raise RolloutError(f"cannot load --kubeconfig {target.kubeconfig}: {problem}") from None
+            raise RolloutError(f"cannot load --kubeconfig: {kubeconfig_error}") from None
         try:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        except ConfigException:
+            return config.in_cluster()
+        except config.ConfigError:
             raise RolloutError(
-                f"no kubeconfig ({kubeconfig_error}) and not running in a cluster; "
+                f"{kubeconfig_error}, and not running in a cluster; "
                 "set KUBECONFIG or pass --kubeconfig"
             ) from None
-    return k8s.ApiClient(configuration), namespace or "default"
 
 
 async def _kube(target: Target) -> tuple[Kube, str]:
-    api_client, namespace = await _client(target)
-    return Kube(api_client, WriteLimits()), namespace
+    login = _login(target)
+    return Kube.connect(WriteLimits(), login), target.namespace or login.namespace or "default"
 
 
 async def _get_cds(kube: Kube, namespace: str, name: str) -> dict[str, Any]:

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from kubeherd.kube import client as kube_client
-from kubeherd.kube.client import MAX_THROTTLED_ATTEMPTS, Kube, WriteLimits, retry_after
+from kubeherd.kube.client import (
+    MAX_THROTTLED_ATTEMPTS,
+    Kube,
+    Outcome,
+    WriteLimits,
+    retry_after,
+)
 
 
 class Answer:
@@ -27,15 +33,25 @@ class Answer:
 
 
 class Server:
-    """Answers a write with each of `answers` in turn, and counts the requests."""
+    """A session to the API server that answers a write with each of `answers` in turn, and
+    counts the requests."""
+
+    server_url = "https://127.0.0.1:6443"
 
     def __init__(self, *answers: Answer) -> None:
         self.answers = list(answers)
         self.requests = 0
 
-    async def __call__(self, *args: Any, **kwargs: Any) -> Answer:
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
         self.requests += 1
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    async def close(self) -> None:
+        pass
+
+
+def create_pod(kube: Kube) -> Outcome:
+    return asyncio.run(kube.create_pod("default", {"metadata": {"name": "agent"}}))
 
 
 @pytest.fixture
@@ -60,9 +76,9 @@ def test_retry_after_takes_the_servers_seconds_within_bounds() -> None:
 
 def test_a_throttled_write_waits_as_asked_then_succeeds(slept: list[float]) -> None:
     server = Server(Answer(429, "2"), Answer(429), Answer(201))
-    kube = Kube(object(), WriteLimits())
+    kube = Kube(server, WriteLimits())
 
-    outcome = asyncio.run(kube._write(server))
+    outcome = create_pod(kube)
 
     assert outcome.ok
     assert server.requests == 3
@@ -74,9 +90,9 @@ def test_a_write_throttled_every_time_gives_up_with_the_servers_message(
 ) -> None:
     message = b'{"message": "too many requests, please try again later"}'
     server = Server(Answer(429, "1", message))
-    kube = Kube(object(), WriteLimits())
+    kube = Kube(server, WriteLimits())
 
-    outcome = asyncio.run(kube._write(server))
+    outcome = create_pod(kube)
 
     assert outcome.status == 429
     assert outcome.message == "too many requests, please try again later"
@@ -85,8 +101,8 @@ def test_a_write_throttled_every_time_gives_up_with_the_servers_message(
 
 def test_other_refusals_are_not_retried(slept: list[float]) -> None:
     server = Server(Answer(403, body=b'{"message": "exceeded quota: node-agents"}'))
-    kube = Kube(object(), WriteLimits())
+    kube = Kube(server, WriteLimits())
 
-    outcome = asyncio.run(kube._write(server))
+    outcome = create_pod(kube)
 
     assert (outcome.status, server.requests, slept) == (403, 1, [])

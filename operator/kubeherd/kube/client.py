@@ -17,16 +17,14 @@ import logging
 import math
 import re
 import secrets
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.config.config_exception import ConfigException
 
+from kubeherd.kube import config
+from kubeherd.kube.http import ApiSession
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
 from kubeherd.names import (
@@ -47,10 +45,12 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # A write throttled (429) is sent again after the server's Retry-After, at most this many times.
 MAX_THROTTLED_ATTEMPTS = 10
 MAX_RETRY_AFTER = 30.0
-# (connect, read) seconds: a listing page, and a watch (which the API server ends after
-# WATCH_SECONDS; a read that long with not even a bookmark means the connection is dead).
-LIST_TIMEOUT = (10.0, 60.0)
-WATCH_TIMEOUT = (10.0, WATCH_SECONDS + 60.0)
+# A request, a listing page, and a watch (which the API server ends after WATCH_SECONDS; a read
+# that long with not even a bookmark means the connection is dead). The API server gives up on
+# a request after 60 s itself, APF queueing included.
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=90.0)
+LIST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=60.0)
+WATCH_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=WATCH_SECONDS + 60.0)
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,11 @@ KINDS = {
 }
 
 
+_PODS = KINDS[("v1", "Pod")]
+_REVISIONS = KINDS[("apps/v1", "ControllerRevision")]
+_EVENTS = Kind("/api/v1", "events", "Event")
+
+
 def kind_of(manifest: Mapping[str, Any]) -> Kind:
     return KINDS[(str(manifest["apiVersion"]), str(manifest["kind"]))]
 
@@ -178,12 +183,28 @@ class KubeError(Exception):
         self.outcome = outcome
 
 
+class Session(Protocol):
+    """Requests to the API server (kubeherd.kube.http.ApiSession)."""
+
+    server_url: str
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+        data: bytes | None = None,
+        timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse: ...
+
+    async def close(self) -> None: ...
+
+
 class Kube:
-    def __init__(self, api_client: Any, limits: WriteLimits) -> None:
-        self._api_client = api_client
-        self._core = k8s.CoreV1Api(api_client)
-        self._apps = k8s.AppsV1Api(api_client)
-        self._custom = k8s.CustomObjectsApi(api_client)
+    def __init__(self, session: Session, limits: WriteLimits) -> None:
+        self._session = session
         self._bucket = TokenBucket(limits.qps, limits.burst)
         self._slots = asyncio.Semaphore(max(1, limits.max_concurrent))
         self.limits = limits
@@ -191,43 +212,45 @@ class Kube:
         self._posting: set[asyncio.Task[Outcome]] = set()
 
     @classmethod
-    async def connect(cls, limits: WriteLimits) -> Kube:
+    def connect(cls, limits: WriteLimits, login: config.Login | None = None) -> Kube:
         """Log in as the operator's pod would (in-cluster), else with KUBECONFIG / ~/.kube."""
-        configuration = k8s.Configuration()
-        try:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        except ConfigException:
-            await k8s_config.load_kube_config(client_configuration=configuration)
-        # aiohttp's pool must allow as many connections as we allow concurrent writes.
-        # Plus the reflectors' watches, which hold a connection each.
-        configuration.connection_pool_maxsize = max(limits.max_concurrent, 4) + 4
-        api_client = PlainJsonApiClient(configuration)
-        without_environment_proxies(api_client)
-        return cls(api_client, limits)
+        # As many connections as concurrent writes, plus the reflectors' watches (one each).
+        pool_size = max(limits.max_concurrent, 4) + 8
+        return cls(ApiSession(login or config.load(), pool_size), limits)
 
     @property
     def server_url(self) -> str:
         """The API server's URL, as the kubeconfig (or the pod's environment) gives it."""
-        return str(self._api_client.configuration.host)
+        return self._session.server_url
 
     async def close(self) -> None:
         await asyncio.gather(*self._posting, return_exceptions=True)
-        await self._api_client.close()
+        await self._session.close()
 
     async def _write(
-        self, call: Any, *args: Any, with_version: bool = False, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        with_version: bool = False,
     ) -> Outcome:
+        data = _encode(body)
         for attempt in range(MAX_THROTTLED_ATTEMPTS):
             await self._bucket.acquire()
             async with self._slots:
                 try:
-                    response = await call(*args, _preload_content=False, **kwargs)
-                except (TimeoutError, OSError, aiohttp.ClientError) as error:
+                    response = await self._call(
+                        method, path, query=query, data=data, content_type=content_type
+                    )
+                    try:
+                        answer = await response.read()
+                    finally:
+                        response.release()
+                except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
                     return Outcome(status=0, message=f"request failed: {error}")
-                try:
-                    body = await response.read()
-                finally:
-                    response.release()
             if response.status == 429 and attempt + 1 < MAX_THROTTLED_ATTEMPTS:
                 # Throttled by the server's priority and fairness: wait as long as it asks,
                 # outside the write slots, then send the same request again.
@@ -236,14 +259,19 @@ class Kube:
             break
         if 200 <= response.status < 300:
             if with_version:
-                version = (json.loads(body).get("metadata") or {}).get("resourceVersion", "")
+                version = (json.loads(answer).get("metadata") or {}).get("resourceVersion", "")
                 return Outcome(status=response.status, resource_version=str(version))
             return Outcome(status=response.status)
-        return Outcome(status=response.status, message=_api_message(body, response.status))
+        return Outcome(status=response.status, message=_api_message(answer, response.status))
 
-    async def _read(self, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+    async def _read(
+        self,
+        path: str,
+        query: list[tuple[str, str]] | None = None,
+        timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
+    ) -> dict[str, Any] | None:
         """A GET or LIST as plain JSON; None when not found. Reads skip the write limits."""
-        response = await call(*args, _preload_content=False, **kwargs)
+        response = await self._call("GET", path, query=query, timeout=timeout)
         try:
             body = await response.read()
         finally:
@@ -261,22 +289,16 @@ class Kube:
         path: str,
         *,
         query: list[tuple[str, str]] | None = None,
-        body: Any = None,
+        data: bytes | None = None,
         content_type: str = "application/json",
-        _preload_content: bool = False,
-        timeout: tuple[float, float] | None = None,
-    ) -> Any:
+        timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
+    ) -> aiohttp.ClientResponse:
         """A request to any path, answered with the raw response (for _read and _write)."""
-        return await self._api_client.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-            _preload_content=_preload_content,
-            _request_timeout=timeout,
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        return await self._session.request(
+            method, path, query=query, headers=headers, data=data, timeout=timeout
         )
 
     async def patch_object(
@@ -290,13 +312,13 @@ class Kube:
         """A JSON patch by default; its `test` operations make it fail if the object changed
         meanwhile."""
         return await self._write(
-            self._call, "PATCH", kind.path(namespace, name), body=patch, content_type=content_type
+            "PATCH", kind.path(namespace, name), body=patch, content_type=content_type
         )
 
     # What a Reflector needs (kubeherd.kube.reflector.Transport) ---------------------------
 
     async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
-        found = await self._read(self._call, "GET", path, query=query, timeout=LIST_TIMEOUT)
+        found = await self._read(path, query, timeout=LIST_TIMEOUT)
         if found is None:
             raise KubeError(Outcome(404, f"{path} not found"))
         return found
@@ -325,15 +347,13 @@ class Kube:
     async def get_object(
         self, kind: Kind, namespace: str | None, name: str
     ) -> dict[str, Any] | None:
-        return await self._read(self._call, "GET", kind.path(namespace, name))
+        return await self._read(kind.path(namespace, name))
 
     async def list_objects(
         self, kind: Kind, label_selector: str, namespace: str | None = None
     ) -> list[dict[str, Any]]:
         """Objects of `kind` with the labels, in `namespace` or (None) in all of them."""
-        listing = await self._read(
-            self._call, "GET", kind.path(namespace), query=[("labelSelector", label_selector)]
-        )
+        listing = await self._read(kind.path(namespace), [("labelSelector", label_selector)])
         return list((listing or {}).get("items") or [])
 
     async def apply(self, manifest: Mapping[str, Any]) -> Outcome:
@@ -341,7 +361,6 @@ class Kube:
         that are kubeherd's own (they check the owner label first)."""
         metadata = manifest["metadata"]
         return await self._write(
-            self._call,
             "PATCH",
             kind_of(manifest).path(metadata.get("namespace"), metadata["name"]),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
@@ -353,7 +372,7 @@ class Kube:
         """PUT: refused with 409 unless metadata.resourceVersion is still the current one."""
         metadata = manifest["metadata"]
         path = kind.path(metadata.get("namespace"), metadata["name"])
-        return await self._write(self._call, "PUT", path, body=dict(manifest))
+        return await self._write("PUT", path, body=manifest)
 
     async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> DryRun:
         """What the API server answers to creating the pod, without creating it: its status
@@ -364,16 +383,16 @@ class Kube:
         try:
             response = await self._call(
                 "POST",
-                f"/api/v1/namespaces/{namespace}/pods",
+                _PODS.path(namespace),
                 query=[("dryRun", "All"), ("fieldValidation", "Strict")],
-                body=dict(pod),
+                data=_encode(pod),
             )
-        except (TimeoutError, OSError, aiohttp.ClientError) as error:
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+        except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
             return DryRun(0, {"message": f"request failed: {error}"})
-        try:
-            body = await response.read()
-        finally:
-            response.release()
         try:
             status = json.loads(body)
         except ValueError:
@@ -382,31 +401,26 @@ class Kube:
 
     async def create_object(self, kind: Kind, manifest: Mapping[str, Any]) -> Outcome:
         namespace = manifest["metadata"].get("namespace")
-        return await self._write(self._call, "POST", kind.path(namespace), body=dict(manifest))
+        return await self._write("POST", kind.path(namespace), body=manifest)
 
     async def delete_object(
         self, kind: Kind, namespace: str | None, name: str, uid: str
     ) -> Outcome:
         body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
-        return await self._write(self._call, "DELETE", kind.path(namespace, name), body=body)
+        return await self._write("DELETE", kind.path(namespace, name), body=body)
 
     async def server_version(self) -> str:
         """The API server's gitVersion, such as v1.37.2."""
-        version = await self._read(self._call, "GET", "/version")
+        version = await self._read("/version")
         return str((version or {}).get("gitVersion") or "")
 
     async def list_controller_revisions(
         self, namespace: str, label_selector: str
     ) -> list[dict[str, Any]]:
-        listing = await self._read(
-            self._apps.list_namespaced_controller_revision,
-            namespace,
-            label_selector=label_selector,
-        )
-        return list((listing or {}).get("items") or [])
+        return await self.list_objects(_REVISIONS, label_selector, namespace)
 
     async def get_controller_revision(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self._read(self._apps.read_namespaced_controller_revision, name, namespace)
+        return await self.get_object(_REVISIONS, namespace, name)
 
     async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:
         """Create a revision whose `data` the API server stores in its own canonical form.
@@ -416,11 +430,9 @@ class Kube:
         keys, which it refuses as a change unless the stored bytes are that form already. Sent
         as YAML (JSON is YAML), the body is converted by the API server itself, so the stored
         bytes are exactly what its re-encoding gives."""
-        kind = KINDS[("apps/v1", "ControllerRevision")]
         return await self._write(
-            self._call,
             "POST",
-            kind.path(namespace),
+            _REVISIONS.path(namespace),
             body=json_for_yaml(body),
             content_type="application/yaml",
         )
@@ -428,38 +440,31 @@ class Kube:
     async def patch_controller_revision(
         self, namespace: str, name: str, patch: dict[str, Any]
     ) -> Outcome:
-        kind = KINDS[("apps/v1", "ControllerRevision")]
         return await self.patch_object(
-            kind, namespace, name, patch, content_type="application/merge-patch+json"
+            _REVISIONS, namespace, name, patch, content_type="application/merge-patch+json"
         )
 
     async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
         body = {"preconditions": {"uid": uid}} if uid else None
-        return await self._write(
-            self._apps.delete_namespaced_controller_revision, name, namespace, body=body
-        )
+        return await self._write("DELETE", _REVISIONS.path(namespace, name), body=body)
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
-        return await self._write(self._core.create_namespaced_pod, namespace, pod)
+        return await self._write("POST", _PODS.path(namespace), body=pod)
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> Outcome:
         # The uid precondition makes a late or repeated delete harmless: it can never remove
         # a newer pod that took the same (deterministic) name.
         body = {"preconditions": {"uid": uid}}
-        return await self._write(self._core.delete_namespaced_pod, name, namespace, body=body)
+        return await self._write("DELETE", _PODS.path(namespace, name), body=body)
 
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> Outcome:
         return await self._write(
-            self._custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            name,
-            {"status": status},
-            _content_type="application/merge-patch+json",
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
             with_version=True,
         )
 
@@ -469,14 +474,10 @@ class Kube:
         """A JSON patch of a kubeherd resource; `test` operations make it safe against
         concurrent changes (such as other controllers' finalizers)."""
         return await self._write(
-            self._custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            name,
-            operations,
-            _content_type="application/json-patch+json",
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}",
+            body=operations,
+            content_type="application/json-patch+json",
         )
 
     async def post_event(
@@ -511,9 +512,7 @@ class Kube:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        outcome = await self._write(
-            self._core.create_namespaced_event, involved["namespace"], event
-        )
+        outcome = await self._write("POST", _EVENTS.path(involved["namespace"]), body=event)
         if not outcome.ok:
             # An event that cannot be posted must never stop the reconciliation.
             logger.warning("could not post event %s: %s", reason, outcome.message)
@@ -560,35 +559,11 @@ def json_for_yaml(body: Any) -> bytes:
     return _SURROGATE_PAIR.sub(as_yaml, json.dumps(body).encode())
 
 
-class PlainJsonApiClient(k8s.ApiClient):  # type: ignore[misc]
-    """kubeherd sends plain JSON data (dicts, lists, strings, numbers), never the client's model
-    objects: a dict goes out as it is. The client's walk through every body to convert models
-    took 5 % of kubeherd's CPU in a rollout (py-spy, 1,000 pods)."""
-
-    def sanitize_for_serialization(self, obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return obj
-        return super().sanitize_for_serialization(obj)
-
-
-def without_environment_proxies(api_client: Any) -> None:
-    """With no proxy variables set, stop aiohttp from looking for them on every request.
-
-    kubernetes_asyncio's session trusts the environment, so aiohttp reads the proxy variables
-    and ~/.netrc in a worker thread for each request: 6 % of kubeherd's CPU in a rollout
-    (py-spy, 1,000 pods) for nothing to find. With HTTPS_PROXY or the like set, it stays.
-    """
-    if urllib.request.getproxies_environment():
-        return
-    rest = api_client.rest_client
-    trusting = rest.pool_manager
-    rest.pool_manager = aiohttp.ClientSession(
-        connector=trusting.connector,
-        trust_env=False,
-        # As kubernetes_asyncio sets it: a watch event may carry an object of up to 1.5 MiB.
-        read_bufsize=2**21,
-    )
-    trusting.detach()
+def _encode(body: Any) -> bytes | None:
+    """A request body: bytes as they are, plain data as JSON."""
+    if body is None or isinstance(body, bytes):
+        return body
+    return json.dumps(body).encode()
 
 
 def _api_message(body: bytes, status: int) -> str:

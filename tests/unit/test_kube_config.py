@@ -1,0 +1,287 @@
+"""kubeherd's login: kubeconfigs read as kubectl reads them, the pod's service account, and
+credentials renewed as they change (a rotated token file, an expiring exec credential)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from aiohttp import web
+
+from kubeherd.kube import config
+from kubeherd.kube.config import ConfigError, ExecPlugin, Login
+from kubeherd.kube.http import ApiSession, exec_credential
+
+
+def write_kubeconfig(path: Path, **content: Any) -> Path:
+    path.write_text(yaml.safe_dump(content))
+    return path
+
+
+def kubeconfig(
+    context: str, cluster: dict[str, Any], user: dict[str, Any], namespace: str | None = None
+) -> dict[str, Any]:
+    context_body = {"cluster": f"{context}-cluster", "user": f"{context}-user"}
+    if namespace:
+        context_body["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": context,
+        "clusters": [{"name": f"{context}-cluster", "cluster": cluster}],
+        "users": [{"name": f"{context}-user", "user": user}],
+        "contexts": [{"name": context, "context": context_body}],
+    }
+
+
+def test_the_current_context_gives_server_ca_token_and_namespace(tmp_path: Path) -> None:
+    ca = b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"
+    file = write_kubeconfig(
+        tmp_path / "config",
+        **kubeconfig(
+            "prod",
+            {
+                "server": "https://10.0.0.1:6443/",
+                "certificate-authority-data": base64.b64encode(ca).decode(),
+            },
+            {"token": "s3cret"},
+            namespace="agents",
+        ),
+    )
+
+    login = config.from_kubeconfig(file)
+
+    assert (login.server, login.ca_pem, login.token, login.namespace) == (
+        "https://10.0.0.1:6443",
+        ca,
+        "s3cret",
+        "agents",
+    )
+
+
+def test_files_named_in_a_kubeconfig_are_relative_to_it(tmp_path: Path) -> None:
+    folder = tmp_path / "kube"
+    folder.mkdir()
+    (folder / "ca.crt").write_bytes(b"CA")
+    (folder / "user.crt").write_bytes(b"CERT")
+    (folder / "user.key").write_bytes(b"KEY")
+    file = write_kubeconfig(
+        folder / "config",
+        **kubeconfig(
+            "local",
+            {"server": "https://127.0.0.1:6443", "certificate-authority": "ca.crt"},
+            {"client-certificate": "user.crt", "client-key": "user.key", "tokenFile": "token"},
+        ),
+    )
+
+    login = config.from_kubeconfig(file)
+
+    assert (login.ca_pem, login.client_certificate_pem, login.client_key_pem) == (
+        b"CA",
+        b"CERT",
+        b"KEY",
+    )
+    assert login.token_file == folder / "token"
+
+
+def test_kubeconfig_files_merge_with_the_first_to_name_a_thing_winning(tmp_path: Path) -> None:
+    first = write_kubeconfig(
+        tmp_path / "first",
+        **kubeconfig("dev", {"server": "https://dev:6443"}, {"token": "dev-token"}),
+    )
+    second_content = kubeconfig("prod", {"server": "https://prod:6443"}, {"token": "prod"})
+    # The second file also defines "dev-cluster": the first file's stays.
+    second_content["clusters"].append({"name": "dev-cluster", "cluster": {"server": "https://x"}})
+    second = write_kubeconfig(tmp_path / "second", **second_content)
+    environ = {"KUBECONFIG": os.pathsep.join([str(first), str(tmp_path / "absent"), str(second)])}
+
+    assert config.from_kubeconfig(environ=environ).server == "https://dev:6443"
+    assert config.from_kubeconfig(context="prod", environ=environ).token == "prod"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ({"current-context": ""}, "name no current-context"),
+        ({"current-context": "gone"}, "context 'gone' is not in"),
+        (
+            {
+                "current-context": "c",
+                "contexts": [{"name": "c", "context": {"cluster": "missing"}}],
+            },
+            "the context's cluster 'missing' is not defined",
+        ),
+    ],
+)
+def test_an_unusable_kubeconfig_says_why(
+    tmp_path: Path, content: dict[str, Any], message: str
+) -> None:
+    file = write_kubeconfig(tmp_path / "config", **content)
+
+    with pytest.raises(ConfigError, match=message):
+        config.from_kubeconfig(file)
+
+
+def test_a_missing_kubeconfig_names_where_it_looked(tmp_path: Path) -> None:
+    environ = {"KUBECONFIG": str(tmp_path / "nothing")}
+    with pytest.raises(ConfigError, match=r"no kubeconfig at .*nothing"):
+        config.from_kubeconfig(environ=environ)
+
+
+def test_in_a_pod_the_service_account_is_used(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("pod-token\n")
+    (tmp_path / "ca.crt").write_bytes(b"CLUSTER CA")
+    (tmp_path / "namespace").write_text("kubeherd-system")
+    environ = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+
+    login = config.in_cluster(tmp_path, environ)
+
+    assert (login.server, login.ca_pem, login.token_file, login.namespace) == (
+        "https://[fd00::1]:443",
+        b"CLUSTER CA",
+        tmp_path / "token",
+        "kubeherd-system",
+    )
+    with pytest.raises(ConfigError, match="KUBERNETES_SERVICE_HOST"):
+        config.in_cluster(tmp_path, {})
+
+
+def exec_plugin(tmp_path: Path, tokens: list[str], expiry: str | None = None) -> ExecPlugin:
+    """A plugin script that hands out `tokens` one per run, and records what kubectl would
+    pass it."""
+    state = tmp_path / "calls"
+    state.write_text("0")
+    script = tmp_path / "plugin.py"
+    status: dict[str, Any] = {}
+    if expiry:
+        status["expirationTimestamp"] = expiry
+    script.write_text(
+        f"""import json, os, sys
+from pathlib import Path
+calls = int(Path({str(state)!r}).read_text())
+Path({str(state)!r}).write_text(str(calls + 1))
+Path({str(tmp_path / "info")!r}).write_text(os.environ["KUBERNETES_EXEC_INFO"])
+tokens = {tokens!r}
+status = dict({status!r}, token=tokens[min(calls, len(tokens) - 1)] + os.environ["SUFFIX"])
+print(json.dumps({{"kind": "ExecCredential", "status": status}}))
+"""
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return ExecPlugin(command=sys.executable, args=(str(script),), env=(("SUFFIX", "!"),))
+
+
+def test_an_exec_plugin_is_run_as_kubectl_runs_it(tmp_path: Path) -> None:
+    plugin = exec_plugin(tmp_path, ["first"], expiry="2030-01-01T00:00:00Z")
+
+    credential = asyncio.run(exec_credential(plugin))
+
+    assert credential.authorization == "Bearer first!"
+    assert credential.expires == 1893456000.0
+    info = json.loads((tmp_path / "info").read_text())
+    assert (info["kind"], info["spec"]) == ("ExecCredential", {"interactive": False})
+
+
+def test_a_failing_exec_plugin_says_what_it_wrote(tmp_path: Path) -> None:
+    plugin = ExecPlugin(sys.executable, ("-c", "import sys; sys.exit('token expired, log in')"))
+    with pytest.raises(ConfigError, match="exited 1: token expired, log in"):
+        asyncio.run(exec_credential(plugin))
+
+
+class FakeApiServer:
+    """A loopback HTTP server that accepts only the token it currently expects."""
+
+    def __init__(self) -> None:
+        self.valid_token = ""
+        self.seen: list[str] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        header = request.headers.get("Authorization", "")
+        self.seen.append(header)
+        if header != f"Bearer {self.valid_token}":
+            return web.json_response({"message": "Unauthorized"}, status=401)
+        return web.json_response({"gitVersion": "v1.37.2"})
+
+    async def run(self, check: Any) -> None:
+        app = web.Application()
+        app.router.add_get("/version", self.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            await check(f"http://127.0.0.1:{port}")
+        finally:
+            await runner.cleanup()
+
+
+async def version_status(session: ApiSession) -> int:
+    response = await session.request("GET", "/version", timeout=aiohttp.ClientTimeout(total=10))
+    response.release()
+    return response.status
+
+
+def test_a_rotated_token_file_is_read_again(tmp_path: Path) -> None:
+    server = FakeApiServer()
+    token_file = tmp_path / "token"
+
+    async def check(url: str) -> None:
+        session = ApiSession(Login(server=url, token_file=token_file))
+        try:
+            server.valid_token = "one"
+            token_file.write_text("one\n")
+            assert await version_status(session) == 200
+            # The kubelet swaps the projected token for a new one.
+            server.valid_token = "two"
+            replacement = tmp_path / "token.new"
+            replacement.write_text("two\n")
+            replacement.replace(token_file)
+            assert await version_status(session) == 200
+        finally:
+            await session.close()
+
+    asyncio.run(server.run(check))
+    assert server.seen == ["Bearer one", "Bearer two"]
+
+
+def test_an_exec_credential_refused_with_401_is_asked_for_again(tmp_path: Path) -> None:
+    server = FakeApiServer()
+    server.valid_token = "fresh!"
+    plugin = exec_plugin(tmp_path, ["stale", "fresh"])
+
+    async def check(url: str) -> None:
+        session = ApiSession(Login(server=url, exec_plugin=plugin))
+        try:
+            assert await version_status(session) == 200
+            assert await version_status(session) == 200
+        finally:
+            await session.close()
+
+    asyncio.run(server.run(check))
+    # Refused once, then the plugin ran again; the fresh token is kept for the next request.
+    assert server.seen == ["Bearer stale!", "Bearer fresh!", "Bearer fresh!"]
+    assert (tmp_path / "calls").read_text() == "2"
+
+
+def test_a_static_token_refused_is_not_retried(tmp_path: Path) -> None:
+    server = FakeApiServer()
+    server.valid_token = "right"
+
+    async def check(url: str) -> None:
+        session = ApiSession(Login(server=url, token="wrong"))
+        try:
+            assert await version_status(session) == 401
+        finally:
+            await session.close()
+
+    asyncio.run(server.run(check))
+    assert server.seen == ["Bearer wrong"]
