@@ -30,8 +30,19 @@ def process_usage(pid: int) -> Usage:
     return Usage(peak_rss_mib=peak_kib / 1024, cpu_seconds=ticks / _CLOCK_TICKS)
 
 
+# `make bench` runs the operator with the interpreter of a virtualenv that holds only kubeherd's
+# runtime dependencies, as the image does: the development ones (the sync kubernetes client
+# above all, which Kopf imports when it is installed) would add to its memory.
+OPERATOR_PYTHON = "KUBEHERD_OPERATOR_PYTHON"
+
+
 class OperatorProcess(KubeherdProcess):
     """kubeherd as the benchmark runs it: its default settings, and what it costs."""
+
+    def command(self) -> list[str]:
+        python = os.environ.get(OPERATOR_PYTHON)
+        command = super().command()
+        return [python, *command[1:]] if python else command
 
     def usage(self) -> Usage:
         return process_usage(self.pid)

@@ -4,6 +4,7 @@ with the same pod template on the same nodes."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -48,6 +49,10 @@ HOLD_FINALIZER = "bench.kubeherd.io/hold"
 DELETE_COLLECTION_ATTEMPTS = 10
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 PROGRESS_EVERY = 5.0
+# B4's restart: what the operator logs once per CustomDaemonSet after it starts
+# (kubeherd.daemonset.controller), and how long to wait for all of them.
+FIRST_PASS = re.compile(r"first pass [0-9.]+s after start: ([^\n]+)")
+RESTART_TIMEOUT = 300.0
 
 Report = Callable[[str], None]
 
@@ -465,6 +470,7 @@ class Bench:
         usage_after = self.operator.usage()
         idle_requests = {c.label: asdict(requests_between(c, before, after)) for c in clients}
         self.report(f"  requests while idle: {idle_requests}")
+        restart = await self._restart_on_pods(count)
         self.results.cost = {
             "daemonsets": count,
             "nodes": expected,
@@ -478,8 +484,47 @@ class Bench:
             "idle_seconds": idle,
             "idle_requests": idle_requests,
             "rollout_requests": rollout_requests,
+            "restart": restart,
         }
         await self.remove(KUBEHERD, workloads)
+
+    async def _restart_on_pods(self, count: int) -> dict[str, Any]:
+        """Restart kubeherd on the cluster with every pod in place: how long until each
+        CustomDaemonSet had its first pass, what those passes found to do, and the requests
+        and memory the start took."""
+        self.report("  restarting kubeherd with every pod in place")
+        await asyncio.to_thread(self.operator.stop)
+        before = dispatched_by_schema(await self.api.text("/metrics"))
+        loop = asyncio.get_running_loop()
+        spawned = loop.time()
+        await asyncio.to_thread(self.operator.start)
+        first_passes: list[str] = []
+        while len(first_passes) < count:
+            if loop.time() - spawned > RESTART_TIMEOUT:
+                raise TimeoutError(
+                    f"{len(first_passes)} of {count} CustomDaemonSets had a first pass "
+                    f"{RESTART_TIMEOUT:.0f}s after kubeherd started"
+                )
+            await asyncio.sleep(0.2)
+            first_passes = FIRST_PASS.findall(self.operator.output())
+        caught_up = loop.time() - spawned
+        # Writes that trail the first passes (a status) count too.
+        await asyncio.sleep(10)
+        after = dispatched_by_schema(await self.api.text("/metrics"))
+        usage = self.operator.usage()
+        requests = asdict(requests_between(self.kubeherd, before, after))
+        nothing = sum(1 for todo in first_passes if todo == "nothing to do")
+        self.report(
+            f"  all first passes {caught_up:.1f}s after start ({nothing} of {count}: nothing to "
+            f"do); requests {requests}; peak RSS {usage.peak_rss_mib:.0f} MiB"
+        )
+        return {
+            "seconds_to_first_passes": caught_up,
+            "nothing_to_do": nothing,
+            "requests": requests,
+            "peak_rss_mib": usage.peak_rss_mib,
+            "cpu_seconds": usage.cpu_seconds,
+        }
 
 
 def _is_ready(node: Json) -> bool:

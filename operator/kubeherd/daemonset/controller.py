@@ -69,6 +69,7 @@ class DaemonSetController:
             max_retry_delay=max_create_backoff,
         )
         self._states: dict[Key, DaemonSetState] = {}
+        self._started = clock()
 
     # Inputs: called from the watch handlers -----------------------------------------------
 
@@ -170,6 +171,17 @@ class DaemonSetController:
         logger.debug("%s/%s: pass over %d nodes", *key, len(dirty))
         plan = plan_pass(self._gather(key, state, dirty))
         await self._act(key, state, plan)
+        if not state.caught_up:
+            # After a start, a user (and make bench) can see when each object was looked at
+            # against the whole cluster, and whether anything had to change.
+            state.caught_up = True
+            todo = (
+                f"creating {len(plan.creates)} pods, deleting {len(plan.deletes)}"
+                if plan.creates or plan.deletes
+                else "nothing to do"
+            )
+            elapsed = self.clock() - self._started
+            logger.info("%s/%s: first pass %.1fs after start: %s", *key, elapsed, todo)
         state.status.last_pass = (spec, len(plan.kept_back))
         since = self.clock() - state.status.computed_at
         if since < STATUS_INTERVAL:

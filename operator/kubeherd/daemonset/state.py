@@ -74,3 +74,5 @@ class DaemonSetState:
     # Pods may need adopting or releasing: after a start, an update of the CustomDaemonSet
     # or a daemon pod's labels changing.
     claims_due: bool = True
+    # Whether a pass has looked at every node since this object was first seen.
+    caught_up: bool = False
