@@ -62,6 +62,7 @@ class FakeCluster:
         self.daemonset: dict[str, Any] = {}
         self.writes: list[Write] = []
         self.events: list[PostedEvent] = []
+        self.dry_runs = 0
         # Per verb: the outcomes its next calls get, in order, before it behaves normally.
         self.refusals: dict[str, list[Outcome]] = {}
         self.controller: DaemonSetController | None = None
@@ -168,6 +169,7 @@ class FakeCluster:
         return queue.pop(0) if queue else None
 
     async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> DryRun:
+        self.dry_runs += 1
         refused = self._refused("dry_run_pod")
         if refused is not None:
             return DryRun(refused.status, {"message": refused.message})

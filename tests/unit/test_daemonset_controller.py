@@ -305,3 +305,45 @@ def test_an_undo_renumbers_the_old_revision_in_place() -> None:
     assert cluster.verbs().count("patch ControllerRevision") == 1
     assert cluster.images() == {"n1": OLD}
     assert cluster.status()["updateRevision"] == next(iter(cluster.revisions))
+
+
+def test_a_restart_on_a_settled_object_writes_nothing_and_asks_no_dry_run() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+        assert cluster.dry_runs == 1
+        writes = len(cluster.writes)
+        restarted = cluster.start(cluster.daemonset)
+        await settle()
+        await restarted.stop()
+        # Its status says this generation's template was accepted: nothing to ask or write.
+        assert (cluster.dry_runs, len(cluster.writes)) == (1, writes)
+
+    run_virtually(scenario)
+
+
+def test_a_refused_template_is_judged_again_after_a_restart() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1")
+    cluster.refuse("dry_run_pod", Outcome(422, 'Pod "agent" is invalid: spec.containers: Required'))
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        await controller.stop()
+        assert cluster.condition("TemplateValid")["reason"] == "InvalidTemplate"
+        # Whatever refused it (a policy, a webhook) may have changed meanwhile.
+        restarted = cluster.start(cluster.daemonset)
+        await settle()
+        await restarted.stop()
+
+    run_virtually(scenario)
+    assert cluster.dry_runs == 2
+    assert sorted(cluster.pods_by_node()) == ["n1"]
+    assert "TemplateValid" not in {c["type"] for c in cluster.status()["conditions"]}

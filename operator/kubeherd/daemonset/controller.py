@@ -22,7 +22,7 @@ from kubeherd.daemonset.pods import KIND
 from kubeherd.daemonset.report import ReportInput, report
 from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
 from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
-from kubeherd.daemonset.template_check import judge_template
+from kubeherd.daemonset.template_check import judge_template, judged_valid_before
 from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_pods, pod_builder
 from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
@@ -132,6 +132,8 @@ class DaemonSetController:
         if state is None:
             return
         spec = state.spec
+        if spec.template_hash != state.template.checked and judged_valid_before(state.body):
+            state.template.checked = spec.template_hash
         if spec.template_hash != state.template.checked:
             retry = await judge_template(
                 self.kube, self.events, state.body, spec.template_hash, state.template

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,7 +29,7 @@ from kubeherd.kube.reflector import Change, Reflector, Transport
 from kubeherd.names import CUSTOMDAEMONSETS, GROUP, VERSION
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DaemonPod:
     """A daemon pod as the pod watch keeps it: its CustomDaemonSet's name and what the
     controller needs of it."""
@@ -43,7 +44,7 @@ class DaemonPod:
     def from_body(cls, body: Mapping[str, Any]) -> DaemonPod:
         labels = (body.get("metadata") or {}).get("labels") or {}
         return cls(
-            str(labels.get(OWNER_LABEL, "")),
+            sys.intern(str(labels.get(OWNER_LABEL, ""))),
             PodInfo.from_body(body),
             hash(frozenset(labels.items())),
         )

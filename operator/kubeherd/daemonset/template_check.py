@@ -29,6 +29,17 @@ class TemplateCheck:
     problem: str | None = None
 
 
+def judged_valid_before(body: Mapping[str, Any]) -> bool:
+    """Whether the status says the template of this generation was accepted already: a status
+    for this generation is written only once the API server judged its template, and it carries
+    TemplateValid only while the template is refused. A restarted operator then sends no
+    dry-run for templates that already run."""
+    status = body.get("status") or {}
+    if status.get("observedGeneration") != body["metadata"].get("generation"):
+        return False
+    return not any(c.get("type") == "TemplateValid" for c in status.get("conditions") or ())
+
+
 async def judge_template(
     kube: Kube,
     events: EventRecorder,

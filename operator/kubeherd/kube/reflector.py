@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import random
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -174,4 +175,5 @@ class Reflector(Generic[Record]):
 
 def _key_of(body: Mapping[str, Any]) -> ObjectKey:
     metadata = body.get("metadata") or {}
-    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    # Thousands of objects share a few namespaces: one string each.
+    return (sys.intern(str(metadata.get("namespace") or "")), str(metadata.get("name") or ""))
