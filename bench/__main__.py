@@ -35,8 +35,8 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--runs", type=int, default=3, help="B1 runs per controller at N")
     parser.add_argument(
         "--growth",
-        default="100,1000,5000",
-        help="B5 sizes, comma-separated (default 100,1000,5000)",
+        default="1000,2000,5000",
+        help="B5 sizes, comma-separated (default 1000,2000,5000)",
     )
     parser.add_argument("--growth-runs", type=int, default=1, help="B1 runs at the other sizes")
     parser.add_argument("--join", type=int, default=100, help="B2: nodes to add (default 100)")

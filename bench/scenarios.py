@@ -61,7 +61,7 @@ Report = Callable[[str], None]
 class Options:
     nodes: int = 1000
     runs: int = 3
-    growth: tuple[int, ...] = (100, 1000, 5000)
+    growth: tuple[int, ...] = (1000, 2000, 5000)
     growth_runs: int = 1
     join: int = 100
     daemonsets: int = 10

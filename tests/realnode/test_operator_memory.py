@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from localcluster.nodes import ZONES, FakeNodes, fake_node_manifest
 from tests.helpers import eventually
@@ -51,14 +52,36 @@ def memory_test_nodes(count: int) -> list[dict[str, Any]]:
     ]
 
 
+def delete_all(delete: Callable[[], Any], remaining: Callable[[], list[Any]], what: str) -> None:
+    """Delete a collection of thousands: the API server may give up on one call after 60 s
+    (504) with part of it done, so call again until nothing is left."""
+
+    def gone() -> bool | None:
+        if not remaining():
+            return True
+        try:
+            delete()
+        except ApiException as error:
+            if error.status != 504:
+                raise
+        return None
+
+    eventually(gone, timeout=600, what=f"{what} deleted")
+
+
 @pytest.fixture
 def many_nodes(chart_operator: RealCluster) -> Iterator[int]:
-    nodes = FakeNodes(chart_operator.core, parallelism=16)
+    core = chart_operator.core
+    nodes = FakeNodes(core, parallelism=16)
     nodes.create(memory_test_nodes(NODES), timeout=600)
     try:
         yield NODES
     finally:
-        chart_operator.core.delete_collection_node(label_selector=MEMORY_TEST_LABEL)
+        delete_all(
+            lambda: core.delete_collection_node(label_selector=MEMORY_TEST_LABEL),
+            lambda: core.list_node(label_selector=MEMORY_TEST_LABEL, limit=1).items,
+            "the test's nodes",
+        )
 
 
 def node_agent(name: str) -> dict[str, Any]:
@@ -135,4 +158,8 @@ def test_the_default_memory_limit_holds_thousands_of_nodes_and_a_restart(
         # (kwok would acknowledge each pod's deletion one at a time).
         for name in names:
             daemonsets.delete(name, propagation="Orphan")
-        real.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        delete_all(
+            lambda: real.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0),
+            lambda: real.core.list_namespaced_pod(namespace, limit=1).items,
+            "the daemon pods",
+        )

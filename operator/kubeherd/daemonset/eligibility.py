@@ -10,6 +10,7 @@ node only carries a taint that daemon pods tolerate.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -97,7 +98,7 @@ class Toleration:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     labels: Mapping[str, str]
@@ -107,9 +108,11 @@ class NodeInfo:
     def from_body(cls, body: Mapping[str, Any]) -> NodeInfo:
         metadata = body.get("metadata") or {}
         spec = body.get("spec") or {}
+        # Most label keys and values repeat from node to node (os, zone, instance type...).
+        labels = metadata.get("labels") or {}
         return cls(
             name=metadata.get("name") or "",
-            labels=dict(metadata.get("labels") or {}),
+            labels={sys.intern(str(k)): sys.intern(str(v)) for k, v in labels.items()},
             taints=tuple(Taint.from_dict(taint) for taint in spec.get("taints") or ()),
         )
 
