@@ -121,7 +121,7 @@ RUNTIME_VENV := .venv-runtime
 
 .PHONY: bench
 bench: bins ## Benchmarks vs the native DaemonSet (B1-B5, about 30 min); appends to docs/benchmarks.md
-	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --quiet
+	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --reinstall-package kubeherd --quiet
 	KUBEHERD_OPERATOR_PYTHON=$(CURDIR)/$(RUNTIME_VENV)/bin/python PYTHONPATH=hack:. $(RUN) python -m bench $(BENCH_ARGS)
 
 # make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).

@@ -8,8 +8,10 @@ from kubeherd.daemonset.claims import (
     outside_selector_texts,
     release_patch,
     revision_adoptable,
+    selector_matches,
     selector_text,
 )
+from kubeherd.daemonset.handlers import DaemonPod
 
 SELECTOR = {
     "matchLabels": {"app": "agent"},
@@ -27,6 +29,60 @@ def test_a_selector_reads_as_the_api_servers_label_selector() -> None:
 
 def test_each_requirement_negated_finds_what_the_selector_does_not_match() -> None:
     assert outside_selector_texts(SELECTOR) == ["app notin (agent)", "tier in (x,y)", "!gpu"]
+
+
+def test_labels_match_a_selector_as_the_api_server_matches_them() -> None:
+    assert selector_matches(SELECTOR, {"app": "agent", "gpu": "a100", "tier": "z"})
+    assert selector_matches(SELECTOR, {"app": "agent", "gpu": ""})
+    assert not selector_matches(SELECTOR, {"app": "other", "gpu": "a100"})
+    assert not selector_matches(SELECTOR, {"app": "agent", "gpu": "a100", "tier": "x"})
+    assert not selector_matches(SELECTOR, {"app": "agent"})
+    assert not selector_matches(
+        {"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": "1"}
+    )
+    assert selector_matches({}, {"anything": "1"})
+
+
+def watched_pod(labels: dict[str, str], *, owned: bool = True) -> DaemonPod:
+    body = {
+        "metadata": {
+            "name": "agent-x1",
+            "namespace": "default",
+            "labels": {"kubeherd.io/customdaemonset": "agent", **labels},
+            "ownerReferences": [REFERENCE] if owned else [],
+        },
+        "spec": {"nodeName": "n1"},
+    }
+    return DaemonPod.from_body(body, lambda key: SELECTOR if key == ("default", "agent") else None)
+
+
+MATCHING = {"app": "agent", "gpu": "a100"}
+
+
+def test_a_label_the_selector_ignores_calls_for_no_claims() -> None:
+    # As the API server's binding adds the node's topology labels to every pod.
+    bound = watched_pod({**MATCHING, "topology.kubernetes.io/zone": "zone-a"})
+    assert not bound.claims_may_change(watched_pod(MATCHING))
+
+
+def test_a_pod_leaving_the_selector_or_an_orphan_matching_it_calls_for_claims() -> None:
+    left = watched_pod({**MATCHING, "tier": "x"})
+    assert left.in_selector is False
+    assert left.claims_may_change(watched_pod(MATCHING))
+    assert not left.claims_may_change(left)  # once is enough
+    orphan = watched_pod(MATCHING, owned=False)
+    assert orphan.claims_may_change(None)
+    assert orphan.claims_may_change(watched_pod({"app": "other"}, owned=False))
+    assert not orphan.claims_may_change(orphan)
+
+
+def test_a_pod_of_an_object_not_seen_yet_is_judged_by_its_first_claims() -> None:
+    unknown = DaemonPod.from_body(
+        {"metadata": {"name": "p", "labels": {}, "ownerReferences": [REFERENCE]}},
+        lambda key: None,
+    )
+    assert unknown.in_selector is None
+    assert not watched_pod(MATCHING).claims_may_change(unknown)
 
 
 def test_only_a_controller_reference_makes_an_object_owned() -> None:

@@ -25,6 +25,21 @@ def _requirements(selector: Mapping[str, Any]) -> list[tuple[str, str, list[str]
     return found
 
 
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether labels match a label selector (matchLabels and matchExpressions)."""
+    for key, operator, values in _requirements(selector):
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
 def _requirement_text(key: str, operator: str, values: list[str]) -> str:
     listed = ",".join(values)
     return {

@@ -105,8 +105,13 @@ class DaemonSetController:
         for key in self._states:
             self.runner.mark(key, nodes=(name,))
 
+    def selector_of(self, key: Key) -> Mapping[str, Any] | None:
+        state = self._states.get(key)
+        return state.spec.selector if state is not None else None
+
     def pod_relabelled(self, key: Key) -> None:
-        """A daemon pod's labels changed: it may have left the selector (to be released)."""
+        """A daemon pod left the selector (to be released), or an orphan matches it (to be
+        adopted)."""
         state = self._states.get(key)
         if state is not None:
             state.claims_due = True

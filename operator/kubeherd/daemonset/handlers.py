@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import kopf
 
+from kubeherd.daemonset.claims import selector_matches
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import PodInfo
@@ -27,6 +28,9 @@ from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.daemonset.state import Key
 from kubeherd.kube.reflector import Change, Reflector, Transport
 from kubeherd.names import CUSTOMDAEMONSETS, GROUP, VERSION
+
+# A CustomDaemonSet's selector by its key, None while it is not known yet.
+SelectorOf = Callable[[Key], Mapping[str, Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +40,31 @@ class DaemonPod:
 
     owner: str
     info: PodInfo
-    # Labels decide whether the pod still matches its CustomDaemonSet's selector; a digest
-    # tells that they changed without keeping them.
-    labels_digest: int
+    # Whether its labels match its CustomDaemonSet's selector (None: not known yet). Only this
+    # matters of its labels: a pod that leaves the selector is released, an orphan that
+    # matches is adopted. Other label changes need nothing, and they happen to every pod: the
+    # API server copies its node's topology labels onto it when it is bound.
+    in_selector: bool | None
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> DaemonPod:
-        labels = (body.get("metadata") or {}).get("labels") or {}
+    def from_body(cls, body: Mapping[str, Any], selector_of: SelectorOf) -> DaemonPod:
+        metadata = body.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        owner = sys.intern(str(labels.get(OWNER_LABEL, "")))
+        selector = selector_of((str(metadata.get("namespace") or ""), owner))
         return cls(
-            sys.intern(str(labels.get(OWNER_LABEL, ""))),
+            owner,
             PodInfo.from_body(body),
-            hash(frozenset(labels.items())),
+            selector_matches(selector, labels) if selector is not None else None,
         )
+
+    def claims_may_change(self, old: DaemonPod | None) -> bool:
+        """Whether this change may call for adopting or releasing the pod."""
+        if self.info.orphan and (
+            old is None or not old.info.orphan or old.in_selector != self.in_selector
+        ):
+            return True
+        return self.in_selector is False and (old is None or old.in_selector is not False)
 
 
 class WatchedNodes:
@@ -115,7 +132,7 @@ class Watches:
             Reflector(
                 transport,
                 path,
-                DaemonPod.from_body,
+                lambda body: DaemonPod.from_body(body, self._selector_of),
                 self._pod_changed,
                 label_selector=OWNER_LABEL,
                 what="daemon pods",
@@ -160,11 +177,12 @@ class Watches:
         places = {(pod.owner, pod.info.node) for pod in (change.old, change.new) if pod}
         for owner, node in places:
             self.controller.pod_changed((namespace, owner), node, name)
-        old, new = change.old, change.new
-        relabelled = old is not None and new is not None and old.labels_digest != new.labels_digest
-        orphaned = new is not None and new.info.orphan and (old is None or not old.info.orphan)
-        if new is not None and (relabelled or orphaned):
+        new = change.new
+        if new is not None and new.claims_may_change(change.old):
             self.controller.pod_relabelled((namespace, new.owner))
+
+    def _selector_of(self, key: Key) -> Mapping[str, Any] | None:
+        return self.controller.selector_of(key) if self.controller is not None else None
 
 
 class Memo(Protocol):

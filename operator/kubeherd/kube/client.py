@@ -137,7 +137,7 @@ class WriteLimits:
 
     qps: float = 0.0
     burst: int = 100
-    max_concurrent: int = 16
+    max_concurrent: int = 32
 
 
 @dataclass(frozen=True)
@@ -214,8 +214,8 @@ class Kube:
     @classmethod
     def connect(cls, limits: WriteLimits, login: config.Login | None = None) -> Kube:
         """Log in as the operator's pod would (in-cluster), else with KUBECONFIG / ~/.kube."""
-        # As many connections as concurrent writes, plus the reflectors' watches (one each).
-        pool_size = max(limits.max_concurrent, 4) + 8
+        # As many connections as concurrent writes, plus reads and the watches (one each).
+        pool_size = max(limits.max_concurrent, 4) + 32
         return cls(ApiSession(login or config.load(), pool_size), limits)
 
     @property
