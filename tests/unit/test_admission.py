@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import datetime
 import ssl
 import tempfile
@@ -20,6 +21,7 @@ from kubeherd.admission.configuration import (
     TIMEOUT_SECONDS,
     ServiceEndpoint,
     WebhookOptions,
+    already_applied,
     reachable_host,
     webhook_configuration,
 )
@@ -275,6 +277,31 @@ def test_the_configuration_never_blocks_and_calls_one_path_per_kind() -> None:
         assert webhook["rules"][0]["resources"] == [plural]
         assert webhook["clientConfig"]["service"]["path"] == f"/{check}"
         assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == b"CA"
+
+
+def test_a_configuration_as_stored_counts_as_applied_until_a_field_of_ours_differs() -> None:
+    service = ServiceEndpoint("kubeherd-system", "kubeherd-webhook")
+    ours = webhook_configuration(
+        "kubeherd",
+        {plural: service.client_config(f"/{check}") for plural, check in CHECKS.items()},
+        b"CA",
+    )
+    # As the API server keeps it: with its defaults and metadata added.
+    stored = copy.deepcopy(ours)
+    stored["metadata"].update(uid="u-9", resourceVersion="12", generation=1)
+    for webhook in stored["webhooks"]:
+        webhook.update(matchPolicy="Equivalent", namespaceSelector={}, objectSelector={})
+    assert already_applied(stored, ours)
+
+    new_ca = webhook_configuration(
+        "kubeherd",
+        {plural: service.client_config(f"/{check}") for plural, check in CHECKS.items()},
+        b"NEW CA",
+    )
+    assert not already_applied(stored, new_ca)
+    one_webhook_less = copy.deepcopy(stored)
+    one_webhook_less["webhooks"].pop()
+    assert not already_applied(one_webhook_less, ours)
 
 
 def test_the_certificate_is_signed_by_its_ca_for_the_names() -> None:

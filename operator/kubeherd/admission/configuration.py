@@ -98,6 +98,24 @@ def reachable_host(listen_host: str) -> str:
     return listen_host
 
 
+def already_applied(current: Any, desired: Any) -> bool:
+    """Whether an object already holds every field of `desired` with its value (lists item by
+    item, of the same length): applying it again would change nothing. A restart then sends no
+    write."""
+    if isinstance(desired, Mapping):
+        return isinstance(current, Mapping) and all(
+            key in current and already_applied(current[key], value)
+            for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(current, list)
+            and len(current) == len(desired)
+            and all(already_applied(c, d) for c, d in zip(current, desired, strict=True))
+        )
+    return bool(current == desired)
+
+
 def webhook_configuration(
     name: str,
     client_configs: Mapping[str, Mapping[str, Any]],

@@ -27,6 +27,7 @@ from kubeherd.admission.configuration import (
     CHECKS,
     MANAGED_BY,
     WebhookOptions,
+    already_applied,
     reachable_host,
     webhook_configuration,
 )
@@ -138,6 +139,12 @@ class ConfigurationKeeper:
             self.certificate.ca,
             owner,
         )
+        try:
+            current = await self.kube.get_object(CONFIGURATION, None, self.options.configuration)
+        except KubeError as error:
+            return error.outcome
+        if current is not None and already_applied(current, manifest):
+            return Outcome(200)
         return await self.kube.apply(manifest)
 
     async def stop(self) -> None:
