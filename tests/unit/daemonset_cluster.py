@@ -17,7 +17,7 @@ from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import PodInfo
 from kubeherd.daemonset.pods import OWNER_LABEL, target_node
 from kubeherd.daemonset.state import Key
-from kubeherd.kube.client import DryRun, Kind, Kube, Outcome
+from kubeherd.kube.client import DryRun, Kind, Kube, Outcome, WriteLimits
 from kubeherd.meta import iso_time
 from tests.unit.virtual_time import wall_clock
 
@@ -63,6 +63,12 @@ class FakeCluster:
         self.writes: list[Write] = []
         self.events: list[PostedEvent] = []
         self.dry_runs = 0
+        # What the controller reads of the client's limits; and, when set, how long a create
+        # takes to be answered, with the most creates seen waiting for an answer at once.
+        self.limits = WriteLimits(max_concurrent=4)
+        self.create_latency = 0.0
+        self.creates_in_flight = 0
+        self.most_creates_in_flight = 0
         # Per verb: the outcomes its next calls get, in order, before it behaves normally.
         self.refusals: dict[str, list[Outcome]] = {}
         self.controller: DaemonSetController | None = None
@@ -177,6 +183,11 @@ class FakeCluster:
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
         self.writes.append(Write("create", "Pod", pod["metadata"]["name"], pod))
+        if self.create_latency:
+            self.creates_in_flight += 1
+            self.most_creates_in_flight = max(self.most_creates_in_flight, self.creates_in_flight)
+            await asyncio.sleep(self.create_latency)
+            self.creates_in_flight -= 1
         refused = self._refused("create_pod")
         if refused is not None:
             return refused

@@ -347,3 +347,20 @@ def test_a_refused_template_is_judged_again_after_a_restart() -> None:
     assert cluster.dry_runs == 2
     assert sorted(cluster.pods_by_node()) == ["n1"]
     assert "TemplateValid" not in {c["type"] for c in cluster.status()["conditions"]}
+
+
+def test_pods_are_built_and_sent_only_as_many_at_a_time_as_writes_may_be_in_flight() -> None:
+    cluster = FakeCluster()
+    nodes = [f"n{index}" for index in range(40)]
+    cluster.add_nodes(*nodes)
+    cluster.create_latency = 0.5
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle(30)
+        await controller.stop()
+
+    run_virtually(scenario)
+    # Each body is built when its write may go: never a whole batch held at once.
+    assert cluster.most_creates_in_flight == cluster.limits.max_concurrent
+    assert sorted(cluster.pods_by_node()) == sorted(nodes)

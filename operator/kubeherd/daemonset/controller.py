@@ -241,6 +241,7 @@ class DaemonSetController:
             plan.creates,
             pod_builder(state.body, state.history),
             self.clock,
+            self.kube.limits.max_concurrent,
         )
         self._schedule_retries(key, state, plan, failure)
         state.history = await prune_history(

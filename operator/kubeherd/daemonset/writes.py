@@ -106,26 +106,35 @@ async def create_pods(
     creates: list[PlannedCreate],
     build: Callable[[PlannedCreate], dict[str, Any]],
     clock: Callable[[], float],
+    in_flight: int,
 ) -> Outcome | None:
     """Create in doubling batches and stop at the first batch with a failure, as the native
     controller does: a quota that refuses one pod refuses the next 5,000 too. The first batch
     is 1 after a refusal, else as large as the last creates went (`create_batches`).
     Returns the refusal, if any."""
     namespace = body["metadata"]["namespace"]
+    # A pod's body is built just before it is sent, and only `in_flight` at a time: a batch of
+    # thousands built at once, by several CustomDaemonSets rolling out together, was most of
+    # the operator's peak memory (docs/benchmarks.md).
+    building = asyncio.Semaphore(max(1, in_flight))
+
+    async def send(create: PlannedCreate) -> tuple[str, Outcome]:
+        async with building:
+            pod = build(create)
+            name = pod["metadata"]["name"]
+            # Expected before it is sent: the watch may show it before the answer comes.
+            pacing.expected[create.node] = ExpectedPod(
+                name, pod["metadata"]["labels"][REVISION_LABEL], clock()
+            )
+            return name, await _create_pod(kube, namespace, pod)
+
     remaining = list(creates)
     sent: list[int] = []
     for batch_size in create_batches(len(creates), pacing.first_create_batch):
         batch, remaining = remaining[:batch_size], remaining[batch_size:]
-        pods = [build(create) for create in batch]
-        sent_at = clock()
-        for pod, create in zip(pods, batch, strict=True):
-            pacing.expected[create.node] = ExpectedPod(
-                pod["metadata"]["name"], pod["metadata"]["labels"][REVISION_LABEL], sent_at
-            )
-        outcomes = await asyncio.gather(*(_create_pod(kube, namespace, pod) for pod in pods))
+        results = await asyncio.gather(*(send(create) for create in batch))
         failure: Outcome | None = None
-        for pod, create, outcome in zip(pods, batch, outcomes, strict=True):
-            name = pod["metadata"]["name"]
+        for (name, outcome), create in zip(results, batch, strict=True):
             if outcome.ok:
                 events.record(
                     body, "Normal", "SuccessfulCreate", f"Created pod: {name} on node {create.node}"
