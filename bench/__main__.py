@@ -247,6 +247,8 @@ async def _run_and_tear_down(bench: Bench, options: Options, save: Any) -> None:
     try:
         await run(bench, options, save)
     finally:
+        # What was measured before a failure stays in the results (`--render` shows it).
+        save()
         await bench.tear_down()
 
 

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from bench.api import Api, Json, wait_for
 from bench.clients import (
     NATIVE_DAEMONSET,
@@ -310,15 +312,19 @@ class Bench:
     async def delete_pods(self, workloads: list[str]) -> None:
         """Delete the pods of these workloads in one request, and wait until they are gone."""
         for _ in range(DELETE_COLLECTION_ATTEMPTS):
-            answer = await self.api.request(
-                "DELETE",
-                f"/api/v1/namespaces/{NAMESPACE}/pods",
-                params={
-                    "labelSelector": f"{BENCH_LABEL} in ({','.join(workloads)})",
-                    "gracePeriodSeconds": "0",
-                },
-                allow=(404, 504),
-            )
+            try:
+                answer = await self.api.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{NAMESPACE}/pods",
+                    params={
+                        "labelSelector": f"{BENCH_LABEL} in ({','.join(workloads)})",
+                        "gracePeriodSeconds": "0",
+                    },
+                    allow=(404, 504),
+                )
+            except aiohttp.ServerDisconnectedError:
+                # Seen with 50,000 pods: the API server drops the connection instead of a 504.
+                continue
             # Thousands of pods take longer than the API server's 60 s request timeout: it
             # answers 504 with part of them deleted, and the next request goes on.
             if answer.get("code") != 504:
@@ -442,6 +448,9 @@ class Bench:
         self.report(f"[B4] restarting kubeherd; {count} CustomDaemonSets on {expected} nodes")
         await self.restart_operator()
         at_start = self.operator.usage()
+        self.report(
+            f"  started: peak RSS {at_start.peak_rss_mib:.0f} MiB, {at_start.cpu_seconds:.1f} CPU s"
+        )
         workloads = [f"{KUBEHERD}-cost-{index}" for index in range(1, count + 1)]
         loop = asyncio.get_running_loop()
         at_first = dispatched_by_schema(await self.api.text("/metrics"))
