@@ -112,18 +112,22 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
         f"- Runs: {meta['runs']} per controller at {nodes} nodes, "
         f"{meta['growth_runs']} at the other sizes; times are medians.",
         "",
-        "### B1 rollout and B5 growth",
-        "",
-        "| nodes | controller | runs | all pods created | all pods Running |",
-        "|---:|---|---:|---:|---:|",
     ]
+    if summary["rollouts"]:
+        lines += [
+            "### B1 rollout and B5 growth",
+            "",
+            "| nodes | controller | runs | all pods created | all pods Running |",
+            "|---:|---|---:|---:|---:|",
+        ]
     for size, by_controller in summary["rollouts"].items():
         for controller, figures in by_controller.items():
             lines.append(
                 f"| {size} | {NAMES[controller]} | {figures['runs']} | "
                 f"{_seconds(figures['all_created'])} | {_seconds(figures['all_running'])} |"
             )
-    lines.append("")
+    if summary["rollouts"]:
+        lines.append("")
     if "rollout_ratio" in summary:
         ratio = summary["rollout_ratio"]
         lines.append(

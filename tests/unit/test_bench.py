@@ -228,6 +228,13 @@ def test_the_markdown_shows_each_benchmark_and_which_goals_were_missed() -> None
     assert "![Rollout progress at 10 nodes](results/x.png)" in text
 
 
+def test_a_run_of_b4_alone_shows_no_empty_rollout_table() -> None:
+    document = {**results(), "rollouts": [], "limit": {}, "join": {}}
+    text = markdown(document, summarize(document, 10))
+    assert "### B1" not in text
+    assert "### B4 cost" in text
+
+
 def test_the_plot_is_a_png(tmp_path: Path) -> None:
     path = tmp_path / "rollout.png"
     plot(results(), 10, path)
