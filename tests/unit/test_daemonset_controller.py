@@ -201,6 +201,33 @@ def test_in_a_terminating_namespace_creates_stop_without_a_warning_or_a_retry() 
     assert cluster.condition("ReplicaFailure") == {}
 
 
+def test_a_pod_name_already_taken_is_replaced_by_another_at_once() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2", "n3")
+    cluster.refuse("create_pod", Outcome(409, 'pods "agent-x" already exists'))
+    created_at: list[float] = []
+    original_create = cluster.create_pod
+
+    async def create(namespace: str, pod: dict[str, Any]) -> Outcome:
+        created_at.append(wall_clock())
+        return await original_create(namespace, pod)
+
+    cluster.create_pod = create  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert sorted(cluster.pods_by_node()) == ["n1", "n2", "n3"]
+    assert len(created_at) == 4
+    assert created_at[-1] - created_at[0] < 0.1
+    assert "FailedCreate" not in cluster.reasons()
+    names = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
+    assert len(set(names)) == 4
+
+
 def test_refused_creates_warn_back_off_and_converge_once_allowed() -> None:
     cluster = FakeCluster()
     cluster.add_nodes("n1", "n2", "n3")

@@ -98,6 +98,10 @@ async def delete_pods(
             )
 
 
+# Fresh names tried for one pod before its create counts as refused.
+NAME_ATTEMPTS = 8
+
+
 async def create_pods(
     kube: Kube,
     events: EventRecorder,
@@ -120,13 +124,20 @@ async def create_pods(
 
     async def send(create: PlannedCreate) -> tuple[str, Outcome]:
         async with building:
-            pod = build(create)
-            name = pod["metadata"]["name"]
-            # Expected before it is sent: the watch may show it before the answer comes.
-            pacing.expected[create.node] = ExpectedPod(
-                name, pod["metadata"]["labels"][REVISION_LABEL], clock()
-            )
-            return name, await _create_pod(kube, namespace, pod)
+            for _ in range(NAME_ATTEMPTS):
+                pod = build(create)
+                name = pod["metadata"]["name"]
+                # Expected before it is sent: the watch may show it before the answer comes.
+                pacing.expected[create.node] = ExpectedPod(
+                    name, pod["metadata"]["labels"][REVISION_LABEL], clock()
+                )
+                outcome = await _create_pod(kube, namespace, pod)
+                # A fresh name already taken is another pod's: five random characters collide
+                # now and then over thousands of pods. As the API server does for
+                # generateName, try another name at once rather than wait out a backoff.
+                if not outcome.already_exists:
+                    break
+            return name, outcome
 
     remaining = list(creates)
     sent: list[int] = []
