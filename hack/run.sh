@@ -85,7 +85,8 @@ In another terminal, try:
   kubectl describe cds -n kube-system fluentd-elasticsearch
   kubectl describe sp -n kube-system three-profiles
   kubectl get events -n kube-system --field-selector involvedObject.kind=CustomDaemonSet$try_local
+  curl -s http://127.0.0.1:${METRICS_PORT:-8081}/metrics | grep ^kubeherd_customdaemonset_
 
 EOF
-# No liveness endpoint: nothing probes a process in a terminal.
-exec "$UV" run --frozen kubeherd run --liveness=
+# No liveness endpoint: nothing probes a process in a terminal. Metrics on loopback only.
+exec "$UV" run --frozen kubeherd run --liveness= --metrics-address="127.0.0.1:${METRICS_PORT:-8081}"

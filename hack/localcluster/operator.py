@@ -22,14 +22,15 @@ def free_port() -> int:
 
 
 class KubeherdProcess:
-    """One `kubeherd run`, logging to `log` (appended to), with its liveness endpoint on a free
-    port so that several can run side by side."""
+    """One `kubeherd run`, logging to `log` (appended to), with its liveness and metrics
+    endpoints on free ports so that several can run side by side."""
 
     def __init__(self, kubeconfig: Path, log: Path, arguments: tuple[str, ...] = ()) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
         self.arguments = arguments
         self.port = free_port()
+        self.metrics_port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
         # The exit code of the last process `stop` or `kill` ended.
         self.returncode: int | None = None
@@ -48,6 +49,7 @@ class KubeherdProcess:
             "kubeherd.cli",
             "run",
             f"--liveness=http://127.0.0.1:{self.port}/healthz",
+            f"--metrics-address=127.0.0.1:{self.metrics_port}",
             *self.arguments,
         ]
 

@@ -10,8 +10,13 @@ import sys
 from typing import Any
 
 from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
-from kubeherd.defaults import MAX_CREATE_BACKOFF, SCHEDULER_STATUS_INTERVAL
+from kubeherd.defaults import (
+    DEFAULT_METRICS_ADDRESS,
+    MAX_CREATE_BACKOFF,
+    SCHEDULER_STATUS_INTERVAL,
+)
 from kubeherd.kube.client import WriteLimits
+from kubeherd.metrics.server import parse_address
 from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions
 
@@ -42,6 +47,7 @@ def _run(options: argparse.Namespace) -> int:
         if options.peering
         else None,
         namespaces=tuple(options.namespace or ()),
+        metrics_address=options.metrics_address,
         webhook=_webhook_options(options),
         # Named with the webhook off: the configuration an earlier run left, to delete.
         stale_webhook_configuration=""
@@ -64,6 +70,15 @@ def _run(options: argparse.Namespace) -> int:
     )
     # A replica that was outranked after it had been active exits non-zero, to be restarted.
     return 1 if operator_options.demoted.is_set() else 0
+
+
+def _metrics_address(text: str) -> str:
+    if text:
+        try:
+            parse_address(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _webhook_options(options: argparse.Namespace) -> WebhookOptions | None:
@@ -265,6 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--liveness",
         default="http://0.0.0.0:8080/healthz",
         help="liveness endpoint URL (default: %(default)s; empty to disable)",
+    )
+    run.add_argument(
+        "--metrics-address",
+        type=_metrics_address,
+        default=DEFAULT_METRICS_ADDRESS,
+        help="HOST:PORT to serve Prometheus metrics on at /metrics (default: %(default)s; "
+        "empty to disable)",
     )
     run.add_argument(
         "--qps",

@@ -10,3 +10,5 @@ MAX_CREATE_BACKOFF = 60.0
 MAX_FAILED_POD_BACKOFF = 900.0
 # How often each SchedulerProfile's Deployment and Lease are read for its status, seconds.
 SCHEDULER_STATUS_INTERVAL = 5.0
+# `kubeherd run --metrics-address`: all interfaces, next to Kopf's liveness endpoint on 8080.
+DEFAULT_METRICS_ADDRESS = "0.0.0.0:8081"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from kubeherd.meta import involved_object
+from kubeherd.metrics.health import EVENTS_DROPPED
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class EventRecorder:
         key = _key_of(body)
         logger.info("%s/%s: %s: %s", *key, reason, message)
         if not self._budget.allow(key, reason, self._clock()):
+            EVENTS_DROPPED.labels(self._kind).inc()
             return
         self._sink.post_event_soon(
             involved_object(body, self._kind), type_=type_, reason=reason, message=message

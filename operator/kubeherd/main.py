@@ -28,6 +28,14 @@ from kubeherd.daemonset.handlers import Watches
 from kubeherd.kube import config
 from kubeherd.kube.client import Kind, Kube, KubeError
 from kubeherd.kube.http import exec_credential
+from kubeherd.metrics.objects import (
+    ObjectCollector,
+    OperatorCollector,
+    customdaemonset_metrics,
+    operator_registry,
+    schedulerprofile_metrics,
+)
+from kubeherd.metrics.server import MetricsServer
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.handlers import IndexedClaims
@@ -59,6 +67,11 @@ class Runtime:
     parts: Parts | None = None
     webhook: ConfigurationKeeper | None = None
     peering: PeeringWatch | None = None
+    metrics: MetricsServer | None = None
+
+    def active(self) -> bool:
+        """Works (1 in kubeherd_active) or stands by: with peering, as the peering object says."""
+        return self.peering is None or bool(self.peering.active)
 
     @property
     def started(self) -> Parts:
@@ -149,9 +162,33 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
         scheduler_claims=claims,
     )
     watches.start()
+    if options.metrics_address:
+        memo.metrics = await serve_metrics(options.metrics_address, memo)
     settings.admission.server = await admission_server(kube, options.webhook, memo)
     if options.webhook is None and options.stale_webhook_configuration:
         await remove_configuration(kube, options.stale_webhook_configuration)
+
+
+async def serve_metrics(address: str, memo: Runtime) -> MetricsServer:
+    parts = memo.started
+    registry = operator_registry(
+        ObjectCollector(parts.daemonsets.bodies, customdaemonset_metrics),
+        ObjectCollector(parts.schedulers.bodies, schedulerprofile_metrics),
+        OperatorCollector(
+            memo.active,
+            lambda: {
+                "CustomDaemonSet": parts.daemonsets.runner.waiting(),
+                "SchedulerProfile": parts.schedulers.runner.waiting(),
+            },
+        ),
+    )
+    server = MetricsServer(registry, address)
+    try:
+        await server.start()
+    except OSError as error:
+        # As a port another process holds: asked for, so not silently left out.
+        raise kopf.PermanentError(f"cannot serve metrics on {address}: {error}") from error
+    return server
 
 
 async def admission_server(
@@ -209,6 +246,8 @@ async def stop(memo: Runtime, **_: Any) -> None:
 async def stop_operator(memo: Runtime) -> None:
     """Stop kubeherd's own tasks and end Kopf's wait on the stop flag."""
     memo.options.stopping.set()
+    if memo.metrics is not None:
+        await memo.metrics.stop()
     if memo.webhook is not None:
         await memo.webhook.stop()
     if memo.peering is not None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from kubeherd.kube.ratelimit import Backoff
+from kubeherd.metrics.health import PASS_DURATION, PASS_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +106,10 @@ class KeyedRunner(Generic[K]):
     def pending(self, key: K, timer: str) -> bool:
         return (key, timer) in self._timers
 
+    def waiting(self) -> tuple[int, int]:
+        """The objects marked for a pass not started yet, and the nodes marked for them."""
+        return len(self._marks), sum(len(marks.nodes) for marks in self._marks.values())
+
     def forget(self, key: K) -> None:
         """The object is gone: no more passes (a running one finishes), no timers."""
         self._marks.pop(key, None)
@@ -130,9 +136,11 @@ class KeyedRunner(Generic[K]):
             # Watch events come in bursts: let a burst gather so that one pass covers it.
             await asyncio.sleep(self._coalesce_seconds)
             while (marks := self._marks.pop(key, None)) is not None:
+                started = time.monotonic()
                 try:
                     await self._run_pass(key, marks)
                 except Exception:
+                    PASS_ERRORS.labels(self._what).inc()
                     # Never let one object's failure stop the others: retry it later.
                     backoff = self._retries.setdefault(key, Backoff(self._max_retry_delay))
                     delay = backoff.next_delay()
@@ -143,5 +151,7 @@ class KeyedRunner(Generic[K]):
                 else:
                     if key in self._retries:
                         self._retries[key].reset()
+                finally:
+                    PASS_DURATION.labels(self._what).observe(time.monotonic() - started)
         finally:
             del self._tasks[key]

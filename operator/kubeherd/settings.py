@@ -12,7 +12,11 @@ import kopf
 
 from kubeherd.admission.configuration import WebhookOptions
 from kubeherd.daemonset.pods import OWNER_LABEL
-from kubeherd.defaults import MAX_CREATE_BACKOFF, SCHEDULER_STATUS_INTERVAL
+from kubeherd.defaults import (
+    DEFAULT_METRICS_ADDRESS,
+    MAX_CREATE_BACKOFF,
+    SCHEDULER_STATUS_INTERVAL,
+)
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
 from kubeherd.peering import PeeringOptions
 
@@ -28,6 +32,8 @@ class OperatorOptions:
     scheduler_status_interval: float = SCHEDULER_STATUS_INTERVAL
     # Active/standby replicas (`--peering`); None: this is the only instance (standalone).
     peering: PeeringOptions | None = None
+    # Where `/metrics` is served (`--metrics-address`, HOST:PORT); empty: nowhere.
+    metrics_address: str = DEFAULT_METRICS_ADDRESS
     # The namespaces watched (`--namespace`); empty: all of them.
     namespaces: tuple[str, ...] = ()
     # The admission webhook (`--webhook-*`); None: off. listen "auto": on when the API server

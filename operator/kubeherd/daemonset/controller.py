@@ -96,6 +96,10 @@ class DaemonSetController:
             state.claims_due = True
             self.runner.mark(key, everything=True)
 
+    def bodies(self) -> list[Mapping[str, Any]]:
+        """Each CustomDaemonSet as last seen, with the status last written (for metrics)."""
+        return [state.body for state in self._states.values()]
+
     def daemonset_deleted(self, key: Key) -> None:
         self._states.pop(key, None)
         self.runner.forget(key)

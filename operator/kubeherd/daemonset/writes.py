@@ -27,6 +27,7 @@ from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import controller_reference
+from kubeherd.metrics.health import API_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ async def create_pods(
                 # generateName, try another name at once rather than wait out a backoff.
                 if not outcome.already_exists:
                     break
+                API_RETRIES.labels("create", "name_taken").inc()
             return name, outcome
 
     remaining = list(creates)
@@ -180,6 +182,7 @@ async def _create_pod(kube: Kube, namespace: str, pod: dict[str, Any]) -> Outcom
     outcome = await kube.create_pod(namespace, pod)
     if outcome.status != 0:
         return outcome
+    API_RETRIES.labels("create", "lost_answer").inc()
     retried = await kube.create_pod(namespace, pod)
     return Outcome(201) if retried.already_exists else retried
 

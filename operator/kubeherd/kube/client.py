@@ -27,6 +27,7 @@ from kubeherd.kube import config
 from kubeherd.kube.http import ApiSession
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
+from kubeherd.metrics.health import API_REQUESTS, API_RETRIES, request_verb
 from kubeherd.names import (
     API_VERSION,
     CUSTOMDAEMONSET,
@@ -252,6 +253,7 @@ class Kube:
                 except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
                     return Outcome(status=0, message=f"request failed: {error}")
             if response.status == 429 and attempt + 1 < MAX_THROTTLED_ATTEMPTS:
+                API_RETRIES.labels(request_verb(method, path, query), "throttled").inc()
                 # Throttled by the server's priority and fairness: wait as long as it asks,
                 # outside the write slots, then send the same request again.
                 await asyncio.sleep(retry_after(response.headers.get("Retry-After")))
@@ -297,9 +299,16 @@ class Kube:
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = content_type
-        return await self._session.request(
-            method, path, query=query, headers=headers, data=data, timeout=timeout
-        )
+        verb = request_verb(method, path, query)
+        try:
+            response = await self._session.request(
+                method, path, query=query, headers=headers, data=data, timeout=timeout
+            )
+        except Exception:
+            API_REQUESTS.labels(verb, "error").inc()
+            raise
+        API_REQUESTS.labels(verb, str(response.status)).inc()
+        return response
 
     async def patch_object(
         self,

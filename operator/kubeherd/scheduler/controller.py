@@ -197,6 +197,10 @@ class SchedulerProfileController:
         ):
             self.runner.mark(key)
 
+    def bodies(self) -> list[Mapping[str, Any]]:
+        """Each SchedulerProfile as last seen (for metrics)."""
+        return [state.body for state in self._states.values()]
+
     def profile_deleted(self, key: Key) -> None:
         self._states.pop(key, None)
         self.runner.forget(key)

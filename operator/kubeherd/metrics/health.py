@@ -1,0 +1,78 @@
+"""The operator's health: API requests, passes, dropped events. Each instrument belongs to no
+registry until the operator's start registers it (`objects.operator_registry`), so importing
+this module registers nothing twice and the tests can read the instruments directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client import Counter, Histogram
+
+API_REQUESTS = Counter(
+    "kubeherd_api_requests",
+    "Requests to the API server, by verb and HTTP status code ('error': no answer).",
+    ["verb", "code"],
+    registry=None,
+)
+API_RETRIES = Counter(
+    "kubeherd_api_retries",
+    "Writes sent again: 'throttled' after a 429 and its Retry-After, 'lost_answer' after a "
+    "create whose answer never came, 'name_taken' for a pod name another pod had.",
+    ["verb", "reason"],
+    registry=None,
+)
+PASS_DURATION = Histogram(
+    "kubeherd_pass_duration_seconds",
+    "How long each controller pass took, by kind; its _count is the number of passes.",
+    ["kind"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+    registry=None,
+)
+PASS_ERRORS = Counter(
+    "kubeherd_pass_errors",
+    "Passes that raised, by kind; the object is looked at again after a backoff.",
+    ["kind"],
+    registry=None,
+)
+EVENTS_DROPPED = Counter(
+    "kubeherd_events_dropped",
+    "Events logged but not posted: over the spam filter's budget for the object and reason.",
+    ["kind"],
+    registry=None,
+)
+
+INSTRUMENTS = (API_REQUESTS, API_RETRIES, PASS_DURATION, PASS_ERRORS, EVENTS_DROPPED)
+
+
+def request_verb(method: str, path: str, query: Sequence[tuple[str, str]] | None = None) -> str:
+    """The Kubernetes verb of a request, as the API server's own metrics name it: a GET is a
+    get, a list or a watch; a DELETE of a collection is a deletecollection."""
+    method = method.upper()
+    if method == "GET" and any(
+        key == "watch" and value in ("true", "1") for key, value in query or ()
+    ):
+        return "watch"
+    simple = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+    if method in simple:
+        return simple[method]
+    collection = _is_collection(path)
+    if method == "GET":
+        return "list" if collection else "get"
+    if method == "DELETE":
+        return "deletecollection" if collection else "delete"
+    return method.lower()
+
+
+def _is_collection(path: str) -> bool:
+    """/api/v1/pods, /api/v1/namespaces/x/pods, /apis/g/v/namespaces/x/things: a collection;
+    one more segment names an object (and two, its subresource)."""
+    segments = [segment for segment in path.split("?", 1)[0].split("/") if segment]
+    if segments[:1] == ["api"]:
+        rest = segments[2:]
+    elif segments[:1] == ["apis"]:
+        rest = segments[3:]
+    else:
+        return False
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    return len(rest) == 1
