@@ -91,6 +91,13 @@ chart-lint: bins ## helm lint --strict and helm template of charts/kubeherd (mak
 	$(HELM) template kubeherd charts/kubeherd --namespace kubeherd-system > /dev/null
 	@echo "chart renders"
 
+PROMTOOL = $(shell $(LOCALCLUSTER) monitoring-tools 2>/dev/null | awk '$$1 == "promtool" {print $$2}')
+
+.PHONY: alerts
+alerts: deps ## promtool check and test of the chart's alert rules (builds Prometheus once, cached)
+	$(PROMTOOL) check rules charts/kubeherd/rules/kubeherd-alerts.yaml
+	$(PROMTOOL) test rules tests/promtool/kubeherd-alerts.test.yaml
+
 .PHONY: fmt
 fmt: deps ## Format and auto-fix the Python code
 	$(RUN) ruff format operator hack tests bench

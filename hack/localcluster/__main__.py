@@ -8,7 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster.binaries import ALL_BINARIES, Binaries, ensure_binaries
+from localcluster.binaries import (
+    ALL_BINARIES,
+    Binaries,
+    ensure_binaries,
+    ensure_monitoring_binaries,
+)
 from localcluster.cluster import ClusterError, LocalCluster
 from localcluster.images import PAUSE_IMAGE, ensure_images
 from localcluster.realnode import RealNodeError, real_node_supported
@@ -20,9 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument(
         "command",
-        choices=("build", "up", "down", "status"),
-        help="build: build or find the binaries; up: start (idempotent); down: stop; "
-        "status: what runs",
+        choices=("build", "monitoring-tools", "up", "down", "status"),
+        help="build: build or find the binaries; monitoring-tools: the same for prometheus and "
+        "promtool; up: start (idempotent); down: stop; status: what runs",
     )
     parser.add_argument(
         "--dir",
@@ -52,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in ALL_BINARIES:
                 print(f"{name:<24} {binaries.path(name)}")
             print(f"binaries ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
+            return 0
+        if options.command == "monitoring-tools":
+            for name, path in ensure_monitoring_binaries().items():
+                print(f"{name:<24} {path}")
             return 0
         if options.command == "down":
             # Stopping needs no binaries: it works even after the cache was removed.

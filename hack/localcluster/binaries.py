@@ -9,6 +9,7 @@ in seconds and a version bump never mixes old and new binaries.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -193,17 +194,46 @@ def build_steps() -> tuple[BuildStep, ...]:
     )
 
 
+def monitoring_steps() -> tuple[BuildStep, ...]:
+    """Prometheus and promtool, for the metrics tests: cached apart from the cluster's binaries,
+    so that neither's version bump rebuilds the other."""
+    prometheus_dir = HACK_DIR / "prometheus"
+    return (
+        BuildStep(
+            name="prometheus",
+            module_dir=prometheus_dir,
+            main_module="github.com/prometheus/prometheus",
+            packages=(
+                "github.com/prometheus/prometheus/cmd/prometheus",
+                "github.com/prometheus/prometheus/cmd/promtool",
+            ),
+            outputs=("prometheus", "promtool"),
+            ldflags=(
+                "-X github.com/prometheus/common/version.Version="
+                + required_version(prometheus_dir, "github.com/prometheus/prometheus"),
+            ),
+        ),
+    )
+
+
 def versions_key(steps: tuple[BuildStep, ...]) -> str:
     """A readable cache folder name: kubernetes-v1.37.2_etcd-v3.6.16_kwok-v0.8.0_helm-v4.3.1."""
     return "_".join(f"{step.name}-{step.version}" for step in steps)
+
+
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kubeherd"
 
 
 def default_bin_dir() -> Path:
     explicit = os.environ.get("KUBEHERD_BIN_DIR")
     if explicit:
         return Path(explicit).expanduser().resolve()
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache_home / "kubeherd" / versions_key(build_steps()) / "bin"
+    return _cache_home() / versions_key(build_steps()) / "bin"
+
+
+def monitoring_bin_dir() -> Path:
+    return _cache_home() / versions_key(monitoring_steps()) / "bin"
 
 
 @dataclass
@@ -352,8 +382,46 @@ def ensure_binaries(bin_dir: Path | None = None, report: Report = _print_report)
         for step in steps
         if not _is_current(bin_dir, step) and not (step.name == "etcd" and "etcd" in overrides)
     ]
+    _build(pending, bin_dir, report)
+    if not (bin_dir / KWOK_STAGES_FILE).is_file():
+        kwok = next(step for step in steps if step.name == "kwok")
+        _write_kwok_stages(kwok.module_dir, bin_dir)
+    return Binaries(bin_dir=bin_dir, overrides=overrides)
+
+
+def ensure_monitoring_binaries(report: Report = _print_report) -> dict[str, Path]:
+    """prometheus and promtool, built on first use: their paths by name."""
+    bin_dir = monitoring_bin_dir()
+    steps = monitoring_steps()
+    _build([step for step in steps if not _is_current(bin_dir, step)], bin_dir, report)
+    return {name: bin_dir / name for step in steps for name in step.outputs}
+
+
+# The Prometheus Operator release whose ServiceMonitor and PrometheusRule CRDs the chart's
+# objects are checked against (tests/integration/test_metrics.py).
+PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+PROMETHEUS_OPERATOR_CRDS = ("servicemonitors", "prometheusrules")
+
+
+def prometheus_operator_crds() -> list[Path]:
+    """The CRD files, from the Go module cache (`go mod download`, checked against go.sum's
+    database like every module here): not copied into the repository."""
+    answer = subprocess.run(
+        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
+        cwd=HACK_DIR,
+        env={**_go_environment(), "GOFLAGS": "-modcacherw"},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    folder = Path(json.loads(answer.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+    return [folder / f"monitoring.coreos.com_{name}.yaml" for name in PROMETHEUS_OPERATOR_CRDS]
+
+
+def _build(pending: list[BuildStep], bin_dir: Path, report: Report) -> None:
     if pending and shutil.which("go") is None:
-        raise RuntimeError("Go is needed to build the control plane binaries: install Go 1.26+")
+        raise RuntimeError("Go is needed to build the local binaries: install Go 1.26+")
     bin_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     for index, step in enumerate(pending, start=1):
@@ -367,7 +435,3 @@ def ensure_binaries(bin_dir: Path | None = None, report: Report = _print_report)
         report(f"{label}: done in {_format_elapsed(time.monotonic() - step_started)}")
     if pending:
         report(f"cold build finished in {_format_elapsed(time.monotonic() - started)}")
-    if not (bin_dir / KWOK_STAGES_FILE).is_file():
-        kwok = next(step for step in steps if step.name == "kwok")
-        _write_kwok_stages(kwok.module_dir, bin_dir)
-    return Binaries(bin_dir=bin_dir, overrides=overrides)

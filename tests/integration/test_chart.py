@@ -69,6 +69,7 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
         "Role",
         "RoleBinding",
         "Service",
+        "Service",
         "ServiceAccount",
     ]
     crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
@@ -160,7 +161,7 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
             "--webhook-configuration=kh-kubeherd",
             "--webhook-owner=kh-kubeherd",
         ],
-        "ports": ["health", "webhook"],
+        "ports": ["health", "metrics", "webhook"],
         # Its own configuration only, by name.
         "configuration": [
             {
@@ -170,7 +171,7 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
                 "resourceNames": ["kh-kubeherd"],
             }
         ],
-        "services": ["kh-kubeherd-webhook"],
+        "services": ["kh-kubeherd-metrics", "kh-kubeherd-webhook"],
         "secrets": [
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
             {
@@ -185,11 +186,67 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
     assert off == {
         # Off: the configuration an earlier release's operator wrote is deleted.
         "args": ["--webhook-listen=", "--webhook-configuration=kh-kubeherd"],
-        "ports": ["health"],
+        "ports": ["health", "metrics"],
         "configuration": on["configuration"],
-        "services": [],
+        "services": ["kh-kubeherd-metrics"],
         "secrets": [],
     }
+
+
+def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
+    binaries: Binaries,
+) -> None:
+    def render(*values: str) -> list[dict[str, Any]]:
+        rendered = helm(binaries, "template", "kh", str(CHART), "-n", "ops", *values).stdout
+        return [d for d in yaml.safe_load_all(rendered) if d]
+
+    def metrics_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
+        (deployment,) = (d for d in documents if d["kind"] == "Deployment")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        return {
+            "args": [a for a in container["args"] if a.startswith("--metrics")],
+            "ports": [p["containerPort"] for p in container["ports"] if p["name"] == "metrics"],
+            "services": [
+                (d["metadata"]["name"], d["spec"]["ports"][0]["targetPort"])
+                for d in documents
+                if d["kind"] == "Service" and d["metadata"]["name"].endswith("-metrics")
+            ],
+            "monitoring": sorted(
+                d["kind"] for d in documents if d["apiVersion"].startswith("monitoring.coreos")
+            ),
+        }
+
+    assert metrics_parts(render()) == {
+        "args": ["--metrics-address=:8081"],
+        "ports": [8081],
+        "services": [("kh-kubeherd-metrics", "metrics")],
+        "monitoring": [],
+    }
+    assert metrics_parts(render("--set", "metrics.enabled=false")) == {
+        "args": ["--metrics-address="],
+        "ports": [],
+        "services": [],
+        "monitoring": [],
+    }
+    documents = render(
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.prometheusRule.labels.release=prom",
+    )
+    assert metrics_parts(documents)["monitoring"] == ["PrometheusRule", "ServiceMonitor"]
+    (monitor,) = (d for d in documents if d["kind"] == "ServiceMonitor")
+    (service,) = (d for d in documents if d["metadata"]["name"] == "kh-kubeherd-metrics")
+    # The ServiceMonitor selects the metrics Service only, not the webhook's.
+    selected = monitor["spec"]["selector"]["matchLabels"]
+    assert selected.items() <= service["metadata"]["labels"].items()
+    assert "kubeherd.io/metrics" in selected
+    (rule,) = (d for d in documents if d["kind"] == "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    rules = yaml.safe_load((CHART / "rules" / "kubeherd-alerts.yaml").read_text())
+    assert rule["spec"] == rules
 
 
 def test_a_mistyped_value_is_refused(binaries: Binaries) -> None:
