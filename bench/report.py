@@ -229,6 +229,15 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
                 f"| {restart['requests']['writes']} / {restart['requests']['reads']} |",
                 f"| restarted: peak RSS | {restart['peak_rss_mib']:.0f} MiB |",
             ]
+        metrics = cost.get("metrics")
+        if metrics:
+            served = (
+                f"{metrics['scrapes']} scrapes, the last {metrics['last_series']} series in "
+                f"{metrics['last_bytes'] / 1024:.0f} KiB"
+                if metrics["scrapes"]
+                else "not served"
+            )
+            lines.append(f"| /metrics, read every 15 s through the rollout and idle | {served} |")
         rss_met = cost["peak_rss_mib"] <= GOALS["peak_rss_mib"]
         start_met = cost["peak_rss_after_start_mib"] <= GOALS["start_rss_mib"]
         per_pod_met = kib_per_pod(cost) <= GOALS["kib_per_pod"]

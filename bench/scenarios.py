@@ -454,6 +454,10 @@ class Bench:
         workloads = [f"{KUBEHERD}-cost-{index}" for index in range(1, count + 1)]
         loop = asyncio.get_running_loop()
         at_first = dispatched_by_schema(await self.api.text("/metrics"))
+        # Scraped as a Prometheus would, through the rollout and the idle time, so that the
+        # figures include what serving the metrics costs (none when they are turned off).
+        scrapes = MetricsScrapes()
+        scraping = asyncio.create_task(scrapes.run(self.operator.metrics_port))
         started = loop.time()
         for workload in workloads:
             await self.create(KUBEHERD, workload)
@@ -479,6 +483,9 @@ class Bench:
         usage_after = self.operator.usage()
         idle_requests = {c.label: asdict(requests_between(c, before, after)) for c in clients}
         self.report(f"  requests while idle: {idle_requests}")
+        scraping.cancel()
+        await asyncio.gather(scraping, return_exceptions=True)
+        self.report(f"  /metrics: {scrapes.summary()}")
         restart = await self._restart_on_pods(count)
         self.results.cost = {
             "daemonsets": count,
@@ -494,6 +501,7 @@ class Bench:
             "idle_requests": idle_requests,
             "rollout_requests": rollout_requests,
             "restart": restart,
+            "metrics": asdict(scrapes),
         }
         await self.remove(KUBEHERD, workloads)
 
@@ -534,6 +542,44 @@ class Bench:
             "peak_rss_mib": usage.peak_rss_mib,
             "cpu_seconds": usage.cpu_seconds,
         }
+
+
+# How often B4 reads the operator's /metrics: a common Prometheus scrape interval.
+SCRAPE_INTERVAL = 15.0
+
+
+@dataclass
+class MetricsScrapes:
+    """The operator's /metrics, read every SCRAPE_INTERVAL until cancelled."""
+
+    scrapes: int = 0
+    failed: int = 0
+    last_bytes: int = 0
+    last_series: int = 0
+
+    async def run(self, port: int) -> None:
+        url = f"http://127.0.0.1:{port}/metrics"
+        async with aiohttp.ClientSession() as session:
+            while True:
+                try:
+                    async with session.get(url) as response:
+                        body = await response.read()
+                    self.scrapes += 1
+                    self.last_bytes = len(body)
+                    self.last_series = sum(
+                        1 for line in body.splitlines() if line and not line.startswith(b"#")
+                    )
+                except aiohttp.ClientError:
+                    self.failed += 1
+                await asyncio.sleep(SCRAPE_INTERVAL)
+
+    def summary(self) -> str:
+        if not self.scrapes:
+            return f"not served ({self.failed} attempts)"
+        return (
+            f"{self.scrapes} scrapes, the last {self.last_series} series in "
+            f"{self.last_bytes / 1024:.0f} KiB"
+        )
 
 
 def _is_ready(node: Json) -> bool:

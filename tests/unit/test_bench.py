@@ -188,6 +188,7 @@ def results() -> dict[str, Any]:
                 "peak_rss_mib": 150.0,
                 "cpu_seconds": 4.0,
             },
+            "metrics": {"scrapes": 20, "failed": 0, "last_bytes": 40960, "last_series": 300},
         },
     }
 
@@ -225,6 +226,7 @@ def test_the_markdown_shows_each_benchmark_and_which_goals_were_missed() -> None
     assert "| 2048.0 KiB |" in text
     assert "| CPU per 1000 pods rolled out | 50.00 s |" in text
     assert "| requests while idle, kubeherd: writes / reads | 0 / 2 |" in text
+    assert "| 20 scrapes, the last 300 series in 40 KiB |" in text
     assert "![Rollout progress at 10 nodes](results/x.png)" in text
 
 
