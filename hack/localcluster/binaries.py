@@ -397,10 +397,10 @@ def ensure_monitoring_binaries(report: Report = _print_report) -> dict[str, Path
     return {name: bin_dir / name for step in steps for name in step.outputs}
 
 
-# The Prometheus Operator release whose ServiceMonitor and PrometheusRule CRDs the chart's
-# objects are checked against (tests/integration/test_metrics.py).
+# The Prometheus Operator release whose CRDs the chart's ServiceMonitor, PodMonitor and
+# PrometheusRule are checked against (tests/integration/test_metrics.py).
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
-PROMETHEUS_OPERATOR_CRDS = ("servicemonitors", "prometheusrules")
+PROMETHEUS_OPERATOR_CRDS = ("servicemonitors", "podmonitors", "prometheusrules")
 
 
 def prometheus_operator_crds() -> list[Path]:

@@ -222,6 +222,15 @@ def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
         "services": [("kh-kubeherd-metrics", "metrics")],
         "monitoring": [],
     }
+    scheduler_monitor = render("--set", "schedulerProfiles.podMonitor.enabled=true")
+    assert metrics_parts(scheduler_monitor)["monitoring"] == ["PodMonitor"]
+    (reader,) = (
+        d
+        for d in scheduler_monitor
+        if d["metadata"]["name"] == "kh-kubeherd-scheduler-metrics" and d["kind"] == "ClusterRole"
+    )
+    # The token Prometheus sends may read /metrics and nothing else.
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     assert metrics_parts(render("--set", "metrics.enabled=false")) == {
         "args": ["--metrics-address="],
         "ports": [],

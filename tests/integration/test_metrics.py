@@ -1,7 +1,7 @@
 """Metrics as Prometheus sees them: promtool tests the chart's alert rules; a real Prometheus
 scrapes the session's operator while a CustomDaemonSet's rollout is stuck; the chart's
-ServiceMonitor and PrometheusRule are checked against the Prometheus Operator's CRDs by the API
-server."""
+ServiceMonitor, PodMonitor and PrometheusRule are checked against the Prometheus Operator's CRDs
+by the API server."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from localcluster.binaries import ensure_monitoring_binaries, prometheus_operator_crds
+from localcluster.binaries import (
+    PROMETHEUS_OPERATOR_CRDS,
+    ensure_monitoring_binaries,
+    prometheus_operator_crds,
+)
 from localcluster.operator import free_port
 from tests.helpers import REPO, Kubectl, Operator, OperatorProcess, eventually
 from tests.integration.daemonsets import DaemonSets, agent
@@ -188,6 +192,7 @@ def rendered_monitoring_objects(helm: Path) -> list[dict[str, Any]]:
             "--set=metrics.serviceMonitor.enabled=true",
             "--set=metrics.serviceMonitor.labels.release=prometheus",
             "--set=metrics.prometheusRule.enabled=true",
+            "--set=schedulerProfiles.podMonitor.enabled=true",
         ],
         check=True,
         capture_output=True,
@@ -207,10 +212,14 @@ def test_the_charts_monitoring_objects_fit_the_prometheus_operator_crds(
     for crd in prometheus_operator_crds():
         kubectl("apply", "--server-side", "-f", str(crd))
     try:
-        for plural in ("servicemonitors", "prometheusrules"):
+        for plural in PROMETHEUS_OPERATOR_CRDS:
             kubectl("wait", "--for=condition=Established", f"crd/{plural}.monitoring.coreos.com")
         objects = rendered_monitoring_objects(binaries.path("helm"))
-        assert sorted(o["kind"] for o in objects) == ["PrometheusRule", "ServiceMonitor"]
+        assert sorted(o["kind"] for o in objects) == [
+            "PodMonitor",
+            "PrometheusRule",
+            "ServiceMonitor",
+        ]
 
         def strict_dry_run(document: dict[str, Any]) -> subprocess.CompletedProcess[str]:
             path = tmp_path / f"{document['kind']}.yaml"
