@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster.binaries import (
     PROMETHEUS_OPERATOR_CRDS,
@@ -24,7 +25,8 @@ from localcluster.binaries import (
 )
 from localcluster.operator import free_port
 from tests.helpers import REPO, Kubectl, Operator, OperatorProcess, eventually
-from tests.integration.daemonsets import DaemonSets, agent
+from tests.integration.daemonsets import ALL_NODES, FLUENTD, DaemonSets, agent
+from tests.integration.schedulers import SchedulerProfiles, scheduler_profile
 
 pytestmark = [pytest.mark.cluster]
 
@@ -63,6 +65,51 @@ def test_the_alert_rules_pass_promtool(monitoring: dict[str, Path]) -> None:
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout
+
+
+def test_the_operators_metrics_show_the_fluentd_example_and_a_schedulerprofile(
+    operator: Operator, daemonsets: DaemonSets, schedulerprofiles: SchedulerProfiles
+) -> None:
+    """What `curl <operator>/metrics` shows a user, without Prometheus in between."""
+    if not isinstance(operator, OperatorProcess):
+        pytest.skip("the operator runs in the cluster (kind): no loopback port to read")
+    namespace = daemonsets.namespace
+    name = daemonsets.create(FLUENTD)
+    daemonsets.wait_for_status(name, numberAvailable=len(ALL_NODES))
+    schedulerprofiles.create(
+        scheduler_profile("metrics", {"schedulerName": f"{namespace}-metrics"}, replicas=1)
+    )
+    schedulerprofiles.wait_for("metrics", "Valid", "True")
+
+    def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    fluentd = (("customdaemonset", name), ("namespace", namespace))
+    profile = (("namespace", namespace), ("schedulerprofile", "metrics"))
+
+    def shown() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+        found = scraped()
+        wanted = {
+            ("kubeherd_customdaemonset_status_desired_number_scheduled", fluentd): len(ALL_NODES),
+            ("kubeherd_customdaemonset_status_number_available", fluentd): len(ALL_NODES),
+            ("kubeherd_customdaemonset_status_number_misscheduled", fluentd): 0,
+            ("kubeherd_schedulerprofile_valid", profile): 1,
+            ("kubeherd_schedulerprofile_spec_replicas", profile): 1,
+            ("kubeherd_active", ()): 1,
+        }
+        return found if all(found.get(k) == v for k, v in wanted.items()) else None
+
+    found = eventually(shown, timeout=30, what="the example's series on /metrics")
+    assert found[("kubeherd_customdaemonset_metadata_generation", fluentd)] == 1
+    assert ("kubeherd_schedulerprofile_leader", profile) in found
+    assert any(key[0] == "kubeherd_pass_duration_seconds_count" for key in found)
 
 
 class Prometheus:
