@@ -135,11 +135,13 @@ def test_every_replica_gets_its_pod_name_as_identity(binaries: Binaries) -> None
         assert pod_id in container.get("env", []), values
 
 
-def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) -> None:
-    def render(*values: str) -> list[dict[str, Any]]:
-        rendered = helm(binaries, "template", "kh", str(CHART), "-n", "ops", *values).stdout
-        return [d for d in yaml.safe_load_all(rendered) if d]
+def render_chart(binaries: Binaries, *values: str) -> list[dict[str, Any]]:
+    """`helm template` of the chart as release kh in namespace ops, with `--set`s."""
+    rendered = helm(binaries, "template", "kh", str(CHART), "-n", "ops", *values).stdout
+    return [d for d in yaml.safe_load_all(rendered) if d]
 
+
+def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) -> None:
     def webhook_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
         (deployment,) = (d for d in documents if d["kind"] == "Deployment")
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -153,7 +155,7 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
             "secrets": [r for d in documents if d["kind"] == "Role" for r in d["rules"]],
         }  # fmt: skip
 
-    on = webhook_parts(render())
+    on = webhook_parts(render_chart(binaries))
     assert on == {
         "args": [
             "--webhook-listen=:9443",
@@ -182,7 +184,7 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
             },
         ],
     }
-    off = webhook_parts(render("--set", "webhook.enabled=false"))
+    off = webhook_parts(render_chart(binaries, "--set", "webhook.enabled=false"))
     assert off == {
         # Off: the configuration an earlier release's operator wrote is deleted.
         "args": ["--webhook-listen=", "--webhook-configuration=kh-kubeherd"],
@@ -196,10 +198,6 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
 def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
     binaries: Binaries,
 ) -> None:
-    def render(*values: str) -> list[dict[str, Any]]:
-        rendered = helm(binaries, "template", "kh", str(CHART), "-n", "ops", *values).stdout
-        return [d for d in yaml.safe_load_all(rendered) if d]
-
     def metrics_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
         (deployment,) = (d for d in documents if d["kind"] == "Deployment")
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -216,13 +214,13 @@ def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
             ),
         }
 
-    assert metrics_parts(render()) == {
+    assert metrics_parts(render_chart(binaries)) == {
         "args": ["--metrics-address=:8081"],
         "ports": [8081],
         "services": [("kh-kubeherd-metrics", "metrics")],
         "monitoring": [],
     }
-    scheduler_monitor = render("--set", "schedulerProfiles.podMonitor.enabled=true")
+    scheduler_monitor = render_chart(binaries, "--set", "schedulerProfiles.podMonitor.enabled=true")
     assert metrics_parts(scheduler_monitor)["monitoring"] == ["PodMonitor"]
     (reader,) = (
         d
@@ -231,13 +229,14 @@ def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
     )
     # The token Prometheus sends may read /metrics and nothing else.
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    assert metrics_parts(render("--set", "metrics.enabled=false")) == {
+    assert metrics_parts(render_chart(binaries, "--set", "metrics.enabled=false")) == {
         "args": ["--metrics-address="],
         "ports": [],
         "services": [],
         "monitoring": [],
     }
-    documents = render(
+    documents = render_chart(
+        binaries,
         "--set",
         "metrics.serviceMonitor.enabled=true",
         "--set",

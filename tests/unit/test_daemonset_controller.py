@@ -201,10 +201,8 @@ def test_in_a_terminating_namespace_creates_stop_without_a_warning_or_a_retry() 
     assert cluster.condition("ReplicaFailure") == {}
 
 
-def test_a_pod_name_already_taken_is_replaced_by_another_at_once() -> None:
-    cluster = FakeCluster()
-    cluster.add_nodes("n1", "n2", "n3")
-    cluster.refuse("create_pod", Outcome(409, 'pods "agent-x" already exists'))
+def times_of_creates(cluster: FakeCluster) -> list[float]:
+    """When each pod create was sent, in virtual time, from now on."""
     created_at: list[float] = []
     original_create = cluster.create_pod
 
@@ -213,6 +211,14 @@ def test_a_pod_name_already_taken_is_replaced_by_another_at_once() -> None:
         return await original_create(namespace, pod)
 
     cluster.create_pod = create  # type: ignore[method-assign]
+    return created_at
+
+
+def test_a_pod_name_already_taken_is_replaced_by_another_at_once() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2", "n3")
+    cluster.refuse("create_pod", Outcome(409, 'pods "agent-x" already exists'))
+    created_at = times_of_creates(cluster)
 
     async def scenario() -> None:
         controller = cluster.start(agent())
@@ -233,14 +239,7 @@ def test_refused_creates_warn_back_off_and_converge_once_allowed() -> None:
     cluster.add_nodes("n1", "n2", "n3")
     quota = Outcome(403, 'pods "agent-x" is forbidden: exceeded quota: pods')
     cluster.refuse("create_pod", *[quota] * 3)
-    created_at: list[float] = []
-    original_create = cluster.create_pod
-
-    async def create(namespace: str, pod: dict[str, Any]) -> Outcome:
-        created_at.append(wall_clock())
-        return await original_create(namespace, pod)
-
-    cluster.create_pod = create  # type: ignore[method-assign]
+    created_at = times_of_creates(cluster)
 
     async def scenario() -> None:
         controller = cluster.start(agent(), max_create_backoff=60)
