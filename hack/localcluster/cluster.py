@@ -39,7 +39,14 @@ from localcluster.mounts import mounts_under
 from localcluster.nodes import FakeNodes, default_node_manifests
 from localcluster.pki import Pki, generate_pki
 from localcluster.realnode import APISERVER_FORWARD_PORT as NODE_APISERVER_PORT
-from localcluster.realnode import NODE_COMPONENTS, NODE_IP, NODE_NAME, RealNode
+from localcluster.realnode import (
+    NODE_COMPONENTS,
+    NODE_IP,
+    NODE_NAME,
+    RealNode,
+    bridge_exists,
+    real_node_owner,
+)
 from localcluster.stages import write_stages
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
@@ -329,6 +336,8 @@ class LocalCluster:
         if self.running_components():
             self.report("found a partly running cluster: stopping it first")
         self.down(quiet=True)
+        if self.with_real_node:
+            self._undo_abandoned_real_node()
         self._reset_folder()
         try:
             self._start_control_plane()
@@ -344,6 +353,19 @@ class LocalCluster:
             f"cluster ready in {time.monotonic() - started:.1f}s: {self.node_count} fake nodes"
             f"{real}, KUBECONFIG={self.kubeconfig}"
         )
+
+    def _undo_abandoned_real_node(self) -> None:
+        """A run killed before its `down` (a timeout, a lost session) leaves its real node's
+        bridge, mounts and rules behind, and no other real node can start: undo them from the
+        record it kept, provided nothing of that cluster still runs."""
+        owner = real_node_owner()
+        if owner is None or owner == self.folder or not bridge_exists():
+            return
+        abandoned = LocalCluster(owner, report=self.report)
+        if abandoned.running_components() or not (owner / "node" / "changes.json").is_file():
+            return  # alive, or nothing to undo it from: the real node's own check explains
+        self.report(f"undoing the real node a stopped run left in {owner}")
+        abandoned.down(quiet=True)
 
     def _reset_folder(self) -> None:
         node_folder = self.folder / "node"

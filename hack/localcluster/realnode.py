@@ -56,6 +56,9 @@ KUBELET_PORT = 10250
 # A loopback port where nothing listens: every image pull goes there and fails at once.
 CLOSED_REGISTRY = "https://127.0.0.1:9"
 GUARD_CHAIN = "KUBEHERD-GUARD"
+# Names the cluster folder whose real node owns the bridge, so that a later `up` elsewhere can
+# undo what a killed run left behind (its own `down` never ran).
+OWNER_FILE = Path("/run/kubeherd-real-node")
 # Sysctls kubelet (kernel tunables it expects) and the bridge plugin (forwarding) change.
 TOUCHED_SYSCTLS = (
     "kernel.panic",
@@ -395,11 +398,12 @@ class RealNode:
         ensure_packages(REAL_NODE_PACKAGES, self.report)
         if self.changes.get("bridge"):
             raise RealNodeError(f"{self.paths.folder} holds a real node already: stop it first")
-        if _run(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
+        if bridge_exists():
             # One real node per machine: the bridge, kubelet's port and the node IP are fixed.
+            owner = real_node_owner()
+            where = f"`make cluster-down` in {owner}" if owner else "stop it"
             raise RealNodeError(
-                f"another real node runs on this machine ({BRIDGE} exists): "
-                "`make cluster-down` in its cluster first"
+                f"another real node runs on this machine ({BRIDGE} exists): {where} first"
             )
         self.paths.folder.mkdir(parents=True, exist_ok=True)
         self._record_machine_state()
@@ -489,6 +493,7 @@ class RealNode:
 
     def _create_bridge(self) -> None:
         self.changes.record("bridge", BRIDGE)
+        OWNER_FILE.write_text(f"{self.paths.folder.parent}\n")
         _run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=False)
         _run(["ip", "addr", "replace", f"{NODE_IP}/{NODE_PREFIX}", "dev", BRIDGE])
         _run(["ip", "link", "set", BRIDGE, "up"])
@@ -700,6 +705,8 @@ class RealNode:
         bridge = self.changes.get("bridge")
         if bridge:
             _run(["ip", "link", "delete", bridge], check=False)
+            if real_node_owner() == self.paths.folder.parent:
+                OWNER_FILE.unlink()
         # veths of pods whose network namespace went away go with it; any left were ours.
         for line in _run(
             ["ip", "-o", "link", "show", "master", BRIDGE], check=False
@@ -719,6 +726,18 @@ class RealNode:
                 shutil.rmtree(target, ignore_errors=True)
             elif target.exists() or target.is_symlink():
                 target.unlink()
+
+
+def bridge_exists() -> bool:
+    return _run(["ip", "link", "show", BRIDGE], check=False).returncode == 0
+
+
+def real_node_owner() -> Path | None:
+    """The cluster folder whose real node made the bridge, as it recorded it."""
+    try:
+        return Path(OWNER_FILE.read_text().strip())
+    except OSError:
+        return None
 
 
 def nft_tables() -> list[str]:
