@@ -747,6 +747,9 @@ class LocalCluster:
             self._reap(component)
             time.sleep(0.05)
         if _is_alive(pid):
+            # Said even when quiet: a silent SIGKILL would hide a component that hangs on
+            # SIGTERM, and the teardown test fails on this line.
+            self.report(f"{component} did not exit within {STOP_TIMEOUT:g}s of SIGTERM: killed")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             while _is_alive(pid):

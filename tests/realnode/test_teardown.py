@@ -1,5 +1,6 @@
 """`make cluster-down` after a real-node cluster leaves the machine as it was: no process,
-mount, interface, iptables or nftables rule, cgroup, path or changed sysctl of the node. And when
+mount, interface, iptables or nftables rule, cgroup, path or changed sysctl of the node; and
+every component exits on SIGTERM, none needs the SIGKILL that `down` falls back to. And when
 a run is killed before its `down` (a timeout, a lost session), the next real-node `up` anywhere
 on the machine undoes what it left instead of refusing to start.
 
@@ -31,8 +32,9 @@ def test_cluster_down_leaves_nothing_of_the_real_node_behind(real_cluster: RealC
     assert during["interfaces"] != real_cluster.machine_before["interfaces"]
     assert during["processes"] != real_cluster.machine_before["processes"]
 
-    make("cluster-down", real_cluster.cluster.folder)
+    stopped = make("cluster-down", real_cluster.cluster.folder)
 
+    assert "did not exit" not in stopped.stderr, stopped.stderr
     assert_machine_as_before(real_cluster.machine_before)
 
 
@@ -52,7 +54,8 @@ def test_a_real_node_left_by_a_killed_run_is_undone_by_the_next_up(
 
         assert f"undoing the real node a stopped run left in {abandoned}" in started.stderr
         assert not (abandoned / "node" / "changes.json").exists()
-        make("cluster-down", after_it)
+        stopped = make("cluster-down", after_it)
+        assert "did not exit" not in stopped.stderr, stopped.stderr
         assert not bridge_exists(), f"{BRIDGE} outlived both clusters"
         assert_machine_as_before(before)
     finally:

@@ -1,11 +1,15 @@
-"""The local control plane's pure parts: pins, version flags, fake node manifests."""
+"""The local control plane's pure parts: pins, version flags, fake node manifests; and how it
+stops a component."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from localcluster import cluster
 from localcluster.binaries import (
     HACK_DIR,
     Binaries,
@@ -15,6 +19,7 @@ from localcluster.binaries import (
     required_version,
     versions_key,
 )
+from localcluster.cluster import LocalCluster
 from localcluster.nodes import (
     CONTROL_PLANE_NODE,
     CONTROL_PLANE_ROLE,
@@ -112,3 +117,39 @@ def test_an_incomplete_kubebuilder_assets_folder_is_ignored(
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
 
     assert envtest_overrides() == {}
+
+
+# A component that exits on SIGTERM, and one that ignores it (as a hung one would).
+EXITS_ON_SIGTERM = "import time; print('ready', flush=True); time.sleep(60)"
+IGNORES_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " print('ready', flush=True); time.sleep(60)"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "expected_reports"),
+    [
+        (EXITS_ON_SIGTERM, []),
+        (IGNORES_SIGTERM, ["kwok did not exit within 0.5s of SIGTERM: killed"]),
+    ],
+    ids=["exits", "hangs"],
+)
+def test_a_component_killed_because_sigterm_did_not_stop_it_is_reported(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    program: str,
+    expected_reports: list[str],
+) -> None:
+    monkeypatch.setattr(cluster, "STOP_TIMEOUT", 0.5)
+    reports: list[str] = []
+    local = LocalCluster(tmp_path, report=reports.append)
+    process = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    with process, process.stdout as output:
+        assert output.readline() == "ready\n"
+
+        local._stop("kwok", process.pid)
+
+        assert process.wait(timeout=5) is not None
+    assert reports == expected_reports
