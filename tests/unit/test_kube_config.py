@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import stat
 import sys
@@ -131,6 +132,65 @@ def test_an_unusable_kubeconfig_says_why(
         config.from_kubeconfig(file)
 
 
+def cluster_login(tmp_path: Path, cluster: dict[str, Any]) -> Login:
+    content = kubeconfig("c", {"server": "https://10.0.0.1:6443", **cluster}, {"token": "t"})
+    return config.from_kubeconfig(write_kubeconfig(tmp_path / "config", **content))
+
+
+@pytest.mark.parametrize(
+    ("flag", "insecure"),
+    [
+        (True, True),
+        (False, False),
+        ("true", True),
+        ("TRUE", True),
+        ("false", False),
+        ("False", False),
+        (None, False),
+    ],
+)
+def test_insecure_skip_tls_verify_is_a_boolean_or_the_word_true_or_false(
+    tmp_path: Path, flag: Any, insecure: bool
+) -> None:
+    cluster = {} if flag is None else {"insecure-skip-tls-verify": flag}
+
+    assert cluster_login(tmp_path, cluster).insecure is insecure
+
+
+@pytest.mark.parametrize("flag", ["yes", "0", "", "off", 1, 0, ["true"]])
+def test_insecure_skip_tls_verify_that_is_not_a_boolean_is_refused(
+    tmp_path: Path, flag: Any
+) -> None:
+    with pytest.raises(ConfigError, match="insecure-skip-tls-verify must be true or false"):
+        cluster_login(tmp_path, {"insecure-skip-tls-verify": flag})
+
+
+@pytest.mark.parametrize(
+    "authority",
+    [
+        {"certificate-authority": "ca.crt"},
+        {"certificate-authority-data": base64.b64encode(b"CA").decode()},
+    ],
+)
+def test_insecure_skip_tls_verify_with_a_root_certificate_is_refused(
+    tmp_path: Path, authority: dict[str, str]
+) -> None:
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+
+    with pytest.raises(ConfigError, match=r"root certificate .* with insecure-skip-tls-verify"):
+        cluster_login(tmp_path, {"insecure-skip-tls-verify": True, **authority})
+
+
+def test_a_root_certificate_without_the_insecure_flag_is_used(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+
+    login = cluster_login(
+        tmp_path, {"insecure-skip-tls-verify": "false", "certificate-authority": "ca.crt"}
+    )
+
+    assert (login.insecure, login.ca_pem) == (False, b"CA")
+
+
 def test_a_missing_kubeconfig_names_where_it_looked(tmp_path: Path) -> None:
     environ = {"KUBECONFIG": str(tmp_path / "nothing")}
     with pytest.raises(ConfigError, match=r"no kubeconfig at .*nothing"):
@@ -190,10 +250,31 @@ def test_an_exec_plugin_is_run_as_kubectl_runs_it(tmp_path: Path) -> None:
     assert (info["kind"], info["spec"]) == ("ExecCredential", {"interactive": False})
 
 
-def test_a_failing_exec_plugin_says_what_it_wrote(tmp_path: Path) -> None:
-    plugin = ExecPlugin(sys.executable, ("-c", "import sys; sys.exit('token expired, log in')"))
-    with pytest.raises(ConfigError, match="exited 1: token expired, log in"):
-        asyncio.run(exec_credential(plugin))
+FAILING_PLUGIN = ExecPlugin(
+    sys.executable, ("-c", "import sys; sys.exit('no access for arn:aws:iam::123456789012:role/x')")
+)
+
+
+def test_a_failing_exec_plugins_error_names_only_the_command_and_exit_code() -> None:
+    with pytest.raises(ConfigError) as raised:
+        asyncio.run(exec_credential(FAILING_PLUGIN))
+
+    # The text can become an Event in a tenant's namespace: nothing the plugin wrote is in it.
+    assert str(raised.value) == (f"exec plugin {Path(sys.executable).name} failed with exit code 1")
+
+
+def test_a_failing_exec_plugins_stderr_is_logged_once_as_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, logger="kubeherd.kube.http"),
+        pytest.raises(ConfigError),
+    ):
+        asyncio.run(exec_credential(FAILING_PLUGIN))
+
+    logged = [record for record in caplog.records if "arn:aws:iam" in record.getMessage()]
+    assert [record.levelno for record in logged] == [logging.WARNING]
+    assert "no access for arn:aws:iam::123456789012:role/x" in logged[0].getMessage()
 
 
 class FakeApiServer:

@@ -122,10 +122,11 @@ def from_kubeconfig(
     if not server:
         raise ConfigError(f"cluster {context_body.get('cluster')!r} has no server")
     token_file = user.get("tokenFile")
+    insecure = _insecure_skip_tls_verify(cluster, context_body.get("cluster"))
     return Login(
         server=server,
         ca_pem=_data_or_file(cluster, "certificate-authority", cluster_dir),
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        insecure=insecure,
         tls_server_name=cluster.get("tls-server-name") or None,
         client_certificate_pem=_data_or_file(user, "client-certificate", user_dir),
         client_key_pem=_data_or_file(user, "client-key", user_dir),
@@ -177,6 +178,31 @@ def _named(
     if name not in entries:
         raise ConfigError(f"the context's {what} {name!r} is not defined")
     return entries[name]
+
+
+def _insecure_skip_tls_verify(cluster: Mapping[str, Any], cluster_name: Any) -> bool:
+    """The flag read as kubectl reads it: a boolean, or the words true and false. Anything
+    looser would let a typo, or a quoted "false", turn certificate checks off."""
+    flag = cluster.get("insecure-skip-tls-verify")
+    if flag is None or isinstance(flag, bool):
+        insecure = bool(flag)
+    elif isinstance(flag, str) and flag.lower() in ("true", "false"):
+        insecure = flag.lower() == "true"
+    else:
+        raise ConfigError(
+            f"cluster {cluster_name!r}: insecure-skip-tls-verify must be true or false, "
+            f"not {flag!r}"
+        )
+    if insecure and (
+        cluster.get("certificate-authority") or cluster.get("certificate-authority-data")
+    ):
+        # kubectl refuses this too: the user meant one of the two, and guessing which could
+        # quietly drop the check they wanted.
+        raise ConfigError(
+            f"cluster {cluster_name!r}: specifying a root certificate (certificate-authority or "
+            "certificate-authority-data) with insecure-skip-tls-verify is not allowed"
+        )
+    return insecure
 
 
 def _data_or_file(section: Mapping[str, Any], key: str, folder: Path) -> bytes | None:

@@ -12,6 +12,7 @@ import base64
 import dataclasses
 import datetime
 import json
+import logging
 import os
 import ssl
 import tempfile
@@ -25,6 +26,8 @@ from typing import Any
 import aiohttp
 
 from kubeherd.kube.config import ConfigError, ExecPlugin, Login
+
+logger = logging.getLogger(__name__)
 
 # A credential is renewed this long before it expires.
 RENEW_BEFORE_EXPIRY = 60.0
@@ -60,7 +63,12 @@ def tls_context(
 
 
 async def exec_credential(plugin: ExecPlugin) -> Credential:
-    """Run the plugin as kubectl does and read its ExecCredential."""
+    """Run the plugin as kubectl does and read its ExecCredential.
+
+    A ConfigError's text can end up in Events and status conditions in tenant namespaces, so it
+    names only the command's file name; what the plugin wrote to stderr (account ids, role
+    names, paths) goes to the operator's log alone."""
+    name = Path(plugin.command).name
     info = {"apiVersion": plugin.api_version, "kind": "ExecCredential"}
     info["spec"] = {"interactive": False}  # type: ignore[assignment]
     env = {**os.environ, **dict(plugin.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
@@ -74,27 +82,31 @@ async def exec_credential(plugin: ExecPlugin) -> Credential:
             stderr=asyncio.subprocess.PIPE,
         )
     except OSError as error:
-        raise ConfigError(f"exec plugin {plugin.command}: {error.strerror}") from None
+        logger.warning("exec plugin %s could not be started: %s", plugin.command, error)
+        raise ConfigError(f"exec plugin {name} could not be started: {error.strerror}") from None
     try:
         output, errors = await asyncio.wait_for(process.communicate(), EXEC_TIMEOUT)
     except TimeoutError:
         process.kill()
         await process.wait()
-        raise ConfigError(
-            f"exec plugin {plugin.command} gave no answer in {EXEC_TIMEOUT:.0f} s"
-        ) from None
+        raise ConfigError(f"exec plugin {name} gave no answer in {EXEC_TIMEOUT:.0f} s") from None
     if process.returncode != 0:
-        detail = errors.decode(errors="replace").strip()[-500:]
-        raise ConfigError(f"exec plugin {plugin.command} exited {process.returncode}: {detail}")
+        logger.warning(
+            "exec plugin %s exited %d; it wrote: %s",
+            plugin.command,
+            process.returncode,
+            errors.decode(errors="replace").strip(),
+        )
+        raise ConfigError(f"exec plugin {name} failed with exit code {process.returncode}")
     try:
         status = json.loads(output)["status"]
     except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"exec plugin {plugin.command} wrote no ExecCredential") from None
+        raise ConfigError(f"exec plugin {name} wrote no ExecCredential") from None
     token = status.get("token")
     certificate = status.get("clientCertificateData")
     key = status.get("clientKeyData")
     if not token and not (certificate and key):
-        raise ConfigError(f"exec plugin {plugin.command} gave neither a token nor a certificate")
+        raise ConfigError(f"exec plugin {name} gave neither a token nor a certificate")
     return Credential(
         authorization=f"Bearer {token}" if token else None,
         certificate_pem=certificate.encode() if certificate else None,
