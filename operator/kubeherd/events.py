@@ -1,5 +1,5 @@
 """Events about kubeherd's resources, for `kubectl describe` and `kubectl get events`: one
-recorder per kind, shared by all objects of it, with the native event recorder's spam filter."""
+recorder per kind, shared by all objects of it, with client-go's event spam filter."""
 
 from __future__ import annotations
 
@@ -21,19 +21,26 @@ class EventSink(Protocol):
 
 
 class EventBudget:
-    """Like the native event recorder's spam filter: a burst of events per object and reason,
-    then a slow trickle, so a rollout to 5,000 nodes does not post 5,000 events."""
+    """client-go's event spam filter (tools/record, EventSourceObjectSpamFilter): a burst of
+    25 events per object and event type, then one more every 5 minutes, so a rollout to 5,000
+    nodes, or an object that stays broken, does not post thousands of events.
 
-    def __init__(self, burst: int = 25, refill_seconds: float = 10.0) -> None:
+    The key is the object and the type (Normal or Warning), as client-go's getSpamKey has it,
+    not the reason: with the reason in it, each reason kubeherd can give would get a burst of
+    its own, multiplying what one object can post. The type is kept apart so a flood of Normal
+    events (SuccessfulCreate in a rollout) cannot use up the budget of the Warnings that say
+    something is wrong."""
+
+    def __init__(self, burst: int = 25, refill_seconds: float = 300.0) -> None:
         self.burst = burst
         self.refill_seconds = refill_seconds
         self._tokens: dict[tuple[Hashable, str], tuple[float, float]] = {}
 
-    def allow(self, key: Hashable, reason: str, now: float) -> bool:
-        tokens, updated = self._tokens.get((key, reason), (float(self.burst), now))
+    def allow(self, key: Hashable, type_: str, now: float) -> bool:
+        tokens, updated = self._tokens.get((key, type_), (float(self.burst), now))
         tokens = min(self.burst, tokens + (now - updated) / self.refill_seconds)
         allowed = tokens >= 1
-        self._tokens[(key, reason)] = (tokens - 1 if allowed else tokens, now)
+        self._tokens[(key, type_)] = (tokens - 1 if allowed else tokens, now)
         return allowed
 
     def forget(self, key: Hashable) -> None:
@@ -62,7 +69,7 @@ class EventRecorder:
     def record(self, body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         key = _key_of(body)
         logger.info("%s/%s: %s: %s", *key, reason, message)
-        if not self._budget.allow(key, reason, self._clock()):
+        if not self._budget.allow(key, type_, self._clock()):
             EVENTS_DROPPED.labels(self._kind).inc()
             return
         self._sink.post_event_soon(
