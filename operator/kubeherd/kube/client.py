@@ -52,6 +52,8 @@ MAX_RETRY_AFTER = 30.0
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=90.0)
 LIST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=60.0)
 WATCH_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=WATCH_SECONDS + 60.0)
+# A review: a scraper waits for it, and gives up after its own scrape timeout (10 s by default).
+REVIEW_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
 
 
 @dataclass(frozen=True)
@@ -407,6 +409,25 @@ class Kube:
         except ValueError:
             status = {"message": body[:200].decode(errors="replace")}
         return DryRun(response.status, status if isinstance(status, dict) else {})
+
+    async def create_review(self, kind: Kind, review: Mapping[str, Any]) -> dict[str, Any]:
+        """POST a review (a TokenReview, a SubjectAccessReview): the API server answers in the
+        returned object's status and stores nothing. Outside the write limits, like a dry run:
+        a request waits for the answer. KubeError when refused or unanswered (status 0)."""
+        try:
+            response = await self._call(
+                "POST", kind.path(), data=_encode(review), timeout=REVIEW_TIMEOUT
+            )
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+        except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
+            raise KubeError(Outcome(0, f"request failed: {error}")) from error
+        if not 200 <= response.status < 300:
+            raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+        answer: dict[str, Any] = json.loads(body)
+        return answer
 
     async def create_object(self, kind: Kind, manifest: Mapping[str, Any]) -> Outcome:
         namespace = manifest["metadata"].get("namespace")
