@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kubeherd.cli import main
+from kubeherd.scheduler.objects import static_pod
 from kubeherd.scheduler.render import RenderError, render
 from tests.helpers import REPO
 
@@ -254,3 +255,71 @@ def test_strings_go_yaml_would_read_as_bools_or_numbers_are_quoted(tmp_path: Pat
     text = configuration_yaml({"a": "y", "b": "1e3", "c": "on", "d": "10s", "e": "zone"})
 
     assert text == 'a: "y"\nb: "1e3"\nc: "on"\nd: 10s\ne: zone\n'
+
+
+def _named(tmp_path: Path, metadata: dict[str, str], second: str = "") -> Path:
+    """A profile with this metadata, after a valid one named `second` when given."""
+    documents = [
+        {
+            "apiVersion": "kubeherd.io/v1alpha1",
+            "kind": "SchedulerProfile",
+            "metadata": each,
+            "spec": {"profiles": [{"schedulerName": "a"}]},
+        }
+        for each in ([{"name": second}] if second else []) + [metadata]
+    ]
+    path = tmp_path / "sp.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return path
+
+
+@pytest.mark.parametrize("name", ["../../pki", "a/b", "Packing", "-packing", "x" * 254, "a..b"])
+def test_a_name_that_is_not_a_dns_subdomain_is_refused_before_anything_is_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = _named(tmp_path, {"name": name}, second="first")
+
+    code = main(
+        [
+            "render",
+            "sp",
+            "-f",
+            str(path),
+            "--static-pod",
+            "--kubeconfig",
+            "/k",
+            "--kubernetes-version",
+            "v1.31.4",
+        ]
+    )
+
+    printed = capsys.readouterr()
+    assert code == 1
+    assert printed.out == ""
+    assert printed.err == (
+        f"error: metadata.name {name!r} is not a DNS-1123 subdomain: lower-case letters, "
+        "digits, '-' and '.', starting and ending with a letter or digit, at most 253 "
+        "characters\n"
+    )
+
+
+@pytest.mark.parametrize("namespace", ["kube.system", "../etc", "Default", "n" * 64])
+def test_a_namespace_that_is_not_a_dns_label_is_refused(tmp_path: Path, namespace: str) -> None:
+    path = _named(tmp_path, {"name": "packing", "namespace": namespace})
+
+    with pytest.raises(RenderError, match=r"metadata.namespace .* is not a DNS-1123 label"):
+        rendered(path, **STATIC)
+
+
+def test_names_at_the_dns_limits_are_rendered(tmp_path: Path) -> None:
+    name = ".".join(["a" * 63] * 4)[:253]
+    path = _named(tmp_path, {"name": name, "namespace": "n" * 63})
+
+    (pod,), _warnings = rendered(path, **STATIC)
+
+    assert pod["metadata"]["name"] == name  # type: ignore[index]
+
+
+def test_a_static_pod_is_never_built_for_a_name_that_could_leave_its_directory() -> None:
+    with pytest.raises(ValueError, match="DNS-1123 subdomain"):
+        static_pod({}, "../../pki")

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubeherd.api.identifiers import is_dns_subdomain
 from kubeherd.meta import controller_reference
 from kubeherd.scheduler.config import CONFIG_KEY, Lock
 from kubeherd.scheduler.plugins import KUBE_SCHEDULER_VERSION
@@ -105,6 +106,9 @@ def static_pod(
     the node's `kubeconfig` (scheduler.conf), both from the host. `version` should be the node's
     Kubernetes release (the caller asks for it: a static pod has no API server to read it
     from)."""
+    if not is_dns_subdomain(name):
+        # The name is a directory on the node: `../../pki` would mount kubeadm's keys.
+        raise ValueError(f"a static Pod's name must be a DNS-1123 subdomain, not {name!r}")
     config_dir = static_config_dir(name)
     command = [
         *(spec.get("command") or ["kube-scheduler"]),

@@ -16,6 +16,12 @@ import pydantic
 import yaml
 
 from kubeherd.api.crd import SCHEDULER_PROFILE, openapi_schema
+from kubeherd.api.identifiers import (
+    DNS_LABEL_LENGTH,
+    DNS_SUBDOMAIN_LENGTH,
+    is_dns_label,
+    is_dns_subdomain,
+)
 from kubeherd.api.schedulerprofile import SchedulerProfile
 from kubeherd.scheduler.config import (
     configuration_yaml,
@@ -60,8 +66,31 @@ def load_profiles(path: Path) -> list[dict[str, Any]]:
                 f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in error.errors()
             )
             raise RenderError(problems) from None
+        _check_metadata(document.get("metadata") or {})
         loaded.append(model.model_dump(by_alias=True, exclude_none=True, mode="json"))
     return loaded
+
+
+def _check_metadata(metadata: dict[str, Any]) -> None:
+    """The API server's checks of a name and namespace. A static Pod's configuration directory
+    on the node is named after the profile, so a name such as `../../pki` must never get as
+    far as a manifest."""
+    name = str(metadata.get("name") or "")
+    if not name:
+        raise RenderError("metadata.name is required")
+    if not is_dns_subdomain(name):
+        raise RenderError(
+            f"metadata.name {name!r} is not a DNS-1123 subdomain: lower-case letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit, at most "
+            f"{DNS_SUBDOMAIN_LENGTH} characters"
+        )
+    namespace = metadata.get("namespace")
+    if namespace is not None and not is_dns_label(str(namespace)):
+        raise RenderError(
+            f"metadata.namespace {namespace!r} is not a DNS-1123 label: lower-case letters, "
+            f"digits and '-', starting and ending with a letter or digit, at most "
+            f"{DNS_LABEL_LENGTH} characters"
+        )
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -124,9 +153,7 @@ def render(
 ) -> None:
     for profile in load_profiles(path):
         metadata = profile.get("metadata") or {}
-        name = str(metadata.get("name") or "")
-        if not name:
-            raise RenderError("metadata.name is required")
+        name = str(metadata["name"])
         spec = profile["spec"]
         verdict = validate_spec(spec, custom_image=is_custom_image(spec))
         namespace = str(metadata.get("namespace") or "default")
