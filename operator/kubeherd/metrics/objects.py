@@ -9,7 +9,7 @@ per pod: the series grow with the objects, not with the cluster."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
@@ -148,6 +148,13 @@ class ObjectCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._build(list(self._bodies()))
 
+    def snapshot(self) -> ObjectCollector:
+        # Only the list is copied, not the bodies: the controllers never change a body in
+        # place, they replace it (a new dict for each watch event and each status written), so
+        # the bodies listed now read the same from any thread later.
+        bodies = list(self._bodies())
+        return ObjectCollector(lambda: bodies, self._build)
+
 
 class OperatorCollector(Collector):
     """Whether this replica works or stands by, and the work waiting in each controller."""
@@ -181,10 +188,45 @@ class OperatorCollector(Collector):
             dirty.add_metric([kind], float(nodes))
         yield from (active, depth, dirty)
 
+    def snapshot(self) -> OperatorCollector:
+        active, waiting = self._active(), dict(self._waiting())
+        return OperatorCollector(lambda: active, lambda: waiting)
 
-def operator_registry(*collectors: Collector) -> CollectorRegistry:
+
+@runtime_checkable
+class LoopStateCollector(Protocol):
+    """A collector of state that only the event loop may read (the controllers' dicts, which
+    the loop changes between any two of its steps): `snapshot`, called on the loop, copies
+    what it needs, cheaply, into a collector that any thread may collect."""
+
+    def snapshot(self) -> Collector: ...
+
+
+class OperatorRegistry(CollectorRegistry):
+    """The health instruments and the per-object collectors of one operator's run.
+
+    Collected as it is, it reads the controllers' state directly, which is only safe on the
+    event loop. `snapshot` (on the loop) gives a registry that a worker thread may collect and
+    render while the loop goes on: the instruments as they are, since prometheus_client locks
+    their values, and a snapshot of each collector of loop state."""
+
+    def __init__(self, collectors: Iterable[Collector]) -> None:
+        super().__init__(auto_describe=True)
+        self._collectors = (*INSTRUMENTS, *collectors)
+        for collector in self._collectors:
+            self.register(collector)
+
+    def snapshot(self) -> CollectorRegistry:
+        # No auto_describe: it would collect each collector once more, to learn its names.
+        frozen = CollectorRegistry(auto_describe=False)
+        for collector in self._collectors:
+            if isinstance(collector, LoopStateCollector):
+                frozen.register(collector.snapshot())
+            else:
+                frozen.register(collector)
+        return frozen
+
+
+def operator_registry(*collectors: Collector) -> OperatorRegistry:
     """A registry of the health instruments and these collectors, for one operator's run."""
-    registry = CollectorRegistry(auto_describe=True)
-    for collector in (*INSTRUMENTS, *collectors):
-        registry.register(collector)
-    return registry
+    return OperatorRegistry(collectors)

@@ -1,12 +1,15 @@
-"""The `/metrics` endpoint, on the operator's event loop (prometheus_client's aiohttp handler)."""
+"""The `/metrics` endpoint. The page is collected in a worker thread (metrics.scrape): the
+event loop only serves the request."""
 
 from __future__ import annotations
 
 import logging
 
-from aiohttp import web
-from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
+from aiohttp import hdrs, web
+from prometheus_client.exposition import gzip_accepted
+from prometheus_client.registry import Collector
+
+from kubeherd.metrics.scrape import Scraper
 
 logger = logging.getLogger(__name__)
 
@@ -20,11 +23,21 @@ def parse_address(address: str) -> tuple[str, int]:
 
 
 class MetricsServer:
-    def __init__(self, registry: CollectorRegistry, address: str) -> None:
+    def __init__(self, registry: Collector, address: str) -> None:
         self.host, self.port = parse_address(address)
+        self._scraper = Scraper(registry)
         app = web.Application()
-        app.router.add_get("/metrics", make_aiohttp_handler(registry))
+        app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        accept = ",".join(request.headers.getall(hdrs.ACCEPT, []))
+        compress = gzip_accepted(request.headers.get(hdrs.ACCEPT_ENCODING, ""))
+        page = await self._scraper.page(accept, compress)
+        headers = {hdrs.CONTENT_TYPE: page.content_type}
+        if page.gzipped:
+            headers[hdrs.CONTENT_ENCODING] = "gzip"
+        return web.Response(body=page.body, headers=headers)
 
     async def start(self) -> None:
         await self._runner.setup()
@@ -38,3 +51,4 @@ class MetricsServer:
 
     async def stop(self) -> None:
         await self._runner.cleanup()
+        self._scraper.close()
