@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -28,6 +29,7 @@ from kubeherd.daemonset.handlers import Watches
 from kubeherd.kube import config
 from kubeherd.kube.client import Kind, Kube, KubeError
 from kubeherd.kube.http import exec_credential
+from kubeherd.metrics.auth import TokenAuthorizer
 from kubeherd.metrics.objects import (
     ObjectCollector,
     OperatorCollector,
@@ -35,7 +37,7 @@ from kubeherd.metrics.objects import (
     operator_registry,
     schedulerprofile_metrics,
 )
-from kubeherd.metrics.server import MetricsServer
+from kubeherd.metrics.server import MetricsServer, tls_context
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.handlers import IndexedClaims
@@ -163,14 +165,14 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
     )
     watches.start()
     if options.metrics_address:
-        memo.metrics = await serve_metrics(options.metrics_address, memo)
+        memo.metrics = await serve_metrics(options, memo)
     settings.admission.server = await admission_server(kube, options.webhook, memo)
     if options.webhook is None and options.stale_webhook_configuration:
         await remove_configuration(kube, options.stale_webhook_configuration)
 
 
-async def serve_metrics(address: str, memo: Runtime) -> MetricsServer:
-    parts = memo.started
+async def serve_metrics(options: OperatorOptions, memo: Runtime) -> MetricsServer:
+    address, parts = options.metrics_address, memo.started
     registry = operator_registry(
         ObjectCollector(parts.daemonsets.bodies, customdaemonset_metrics),
         ObjectCollector(parts.schedulers.bodies, schedulerprofile_metrics),
@@ -182,11 +184,19 @@ async def serve_metrics(address: str, memo: Runtime) -> MetricsServer:
             },
         ),
     )
-    server = MetricsServer(registry, address)
+    secure = options.metrics_secure
+    cert_dir = Path(options.metrics_cert_dir) if options.metrics_cert_dir else None
     try:
+        server = MetricsServer(
+            registry,
+            address,
+            authorizer=TokenAuthorizer(parts.kube) if secure else None,
+            tls=tls_context(cert_dir) if secure else None,
+        )
         await server.start()
     except OSError as error:
-        # As a port another process holds: asked for, so not silently left out.
+        # As a port another process holds, or a certificate that cannot be read: asked for, so
+        # not silently left out.
         raise kopf.PermanentError(f"cannot serve metrics on {address}: {error}") from error
     return server
 

@@ -34,6 +34,10 @@ class OperatorOptions:
     peering: PeeringOptions | None = None
     # Where `/metrics` is served (`--metrics-address`, HOST:PORT); empty: nowhere.
     metrics_address: str = DEFAULT_METRICS_ADDRESS
+    # HTTPS, and only for tokens allowed to get /metrics (`--metrics-secure`); its certificate
+    # and key from this folder (`--metrics-cert-dir`), else made at start.
+    metrics_secure: bool = False
+    metrics_cert_dir: str = ""
     # The namespaces watched (`--namespace`); empty: all of them.
     namespaces: tuple[str, ...] = ()
     # The admission webhook (`--webhook-*`); None: off. listen "auto": on when the API server
