@@ -273,7 +273,9 @@ def _named(tmp_path: Path, metadata: dict[str, str], second: str = "") -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["../../pki", "a/b", "Packing", "-packing", "x" * 254, "a..b"])
+@pytest.mark.parametrize(
+    "name", ["../../pki", "a/b", "Packing", "-packing", "x" * 254, "a..b", "packing\n"]
+)
 def test_a_name_that_is_not_a_dns_subdomain_is_refused_before_anything_is_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
@@ -303,7 +305,7 @@ def test_a_name_that_is_not_a_dns_subdomain_is_refused_before_anything_is_printe
     )
 
 
-@pytest.mark.parametrize("namespace", ["kube.system", "../etc", "Default", "n" * 64])
+@pytest.mark.parametrize("namespace", ["kube.system", "../etc", "Default", "n" * 64, "ns\n"])
 def test_a_namespace_that_is_not_a_dns_label_is_refused(tmp_path: Path, namespace: str) -> None:
     path = _named(tmp_path, {"name": "packing", "namespace": namespace})
 
