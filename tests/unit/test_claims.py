@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kubeherd.daemonset.claims import (
+    InvalidSelectorError,
     adoption_patch,
     controller_uid,
     outside_selector_texts,
     release_patch,
     revision_adoptable,
     selector_matches,
+    selector_problems,
     selector_text,
 )
 from kubeherd.daemonset.handlers import DaemonPod
@@ -41,6 +45,74 @@ def test_labels_match_a_selector_as_the_api_server_matches_them() -> None:
         {"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": "1"}
     )
     assert selector_matches({}, {"anything": "1"})
+
+
+def test_a_key_with_a_comma_is_refused_not_read_as_two_requirements() -> None:
+    # Demonstrated in the security review: released every daemon pod once the release query
+    # became `kubeherd.io/customdaemonset=NAME,zz,team`.
+    selector = {
+        "matchLabels": {"app": "agent"},
+        "matchExpressions": [{"key": "zz,team", "operator": "DoesNotExist"}],
+    }
+
+    with pytest.raises(InvalidSelectorError, match="'zz,team' is not a label key"):
+        outside_selector_texts(selector)
+    with pytest.raises(InvalidSelectorError, match="'zz,team' is not a label key"):
+        selector_text(selector)
+
+
+@pytest.mark.parametrize(
+    ("selector", "complaint"),
+    [
+        ({"matchLabels": {"app,tier": "agent"}}, "matchLabels: 'app,tier' is not a label key"),
+        ({"matchLabels": {"app": "a,b"}}, r"matchLabels\['app'\]: 'a,b' is not a label value"),
+        ({"matchLabels": {"app": "agent\n"}}, "is not a label value"),
+        ({"matchLabels": {"!app": "agent"}}, "'!app' is not a label key"),
+        ({"matchLabels": {"app": 5}}, "5 is not a label value"),
+        (
+            {"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["x),!app,(y"]}]},
+            r"matchExpressions\[0\]\.values\[0\]: 'x\),!app,\(y' is not a label value",
+        ),
+        ({"matchExpressions": [{"key": "a b", "operator": "Exists"}]}, "'a b' is not a label key"),
+        ({"matchExpressions": [{"key": "a/b/c", "operator": "Exists"}]}, "not a label key"),
+        ({"matchExpressions": [{"key": "x" * 64, "operator": "Exists"}]}, "not a label key"),
+        (
+            {"matchExpressions": [{"key": "a" * 254 + "/b", "operator": "Exists"}]},
+            "not a label key",
+        ),
+        ({"matchExpressions": [{"operator": "Exists"}]}, "None is not a label key"),
+        ({"matchExpressions": [{"key": "a", "operator": "In"}]}, "must be given for In"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["1"]}]},
+            "must be empty for Exists",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
+            "'Gt' is not In, NotIn, Exists or DoesNotExist",
+        ),
+    ],
+)
+def test_no_query_is_built_from_a_selector_the_api_server_would_refuse(
+    selector: dict[str, object], complaint: str
+) -> None:
+    with pytest.raises(InvalidSelectorError, match=complaint):
+        selector_text(selector)
+    with pytest.raises(InvalidSelectorError, match=complaint):
+        outside_selector_texts(selector)
+
+
+def test_label_keys_and_values_at_their_limits_are_queried_as_written() -> None:
+    prefix = ".".join(["a" * 63] * 4)[:253]
+    key = f"{prefix}/{'N' * 63}"
+    selector = {
+        "matchLabels": {"example.com/team": "Team_1.x-y", "empty": ""},
+        "matchExpressions": [{"key": key, "operator": "NotIn", "values": ["v" * 63, ""]}],
+    }
+
+    assert selector_problems(selector) == []
+    assert selector_text(selector) == (
+        f"example.com/team in (Team_1.x-y),empty in (),{key} notin ({'v' * 63},)"
+    )
 
 
 def watched_pod(labels: dict[str, str], *, owned: bool = True) -> DaemonPod:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -107,3 +108,95 @@ def test_pod_fields_kubeherd_does_not_model_survive_a_round_trip() -> None:
     assert pod_spec["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
     template_spec = schema()["properties"]["spec"]["properties"]["template"]["properties"]["spec"]
     assert template_spec["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def selector_schema() -> dict[str, Any]:
+    found: dict[str, Any] = schema()["properties"]["spec"]["properties"]["selector"]["properties"]
+    return found
+
+
+def regexes_of(rule: str) -> list[str]:
+    return re.findall(r"matches\('([^']*)'\)", rule)
+
+
+def key_rule_accepts(rule: str, key: str) -> bool:
+    """The key rule read as the API server runs it: the first pattern must match and the
+    second (a too long prefix) must not. CEL's matches, like re.search, is unanchored."""
+    must, must_not = regexes_of(rule)
+    return re.search(must, key) is not None and re.search(must_not, key) is None
+
+
+KEYS = [
+    ("app", True),
+    ("example.com/team", True),
+    ("Gpu_1.x-y", True),
+    (".".join(["a" * 63] * 4)[:253] + "/" + "n" * 63, True),
+    ("zz,team", False),
+    ("a b", False),
+    ("!app", False),
+    ("a/b/c", False),
+    ("/c", False),
+    ("Example.com/x", False),
+    ("n" * 64, False),
+    ("a" * 254 + "/b", False),
+    ("", False),
+]
+
+
+@pytest.mark.parametrize(("key", "valid"), KEYS)
+def test_the_crd_refuses_selector_keys_validate_label_selector_refuses(
+    key: str, valid: bool
+) -> None:
+    (labels_rule,) = selector_schema()["matchLabels"]["x-kubernetes-validations"]
+    requirement = selector_schema()["matchExpressions"]["items"]["properties"]
+    (key_rule,) = requirement["key"]["x-kubernetes-validations"]
+
+    assert labels_rule["rule"].startswith("self.all(k, ")
+    assert key_rule_accepts(labels_rule["rule"], key) is valid
+    assert key_rule_accepts(key_rule["rule"], key) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("", True),
+        ("agent", True),
+        ("A_1.b-c", True),
+        ("v" * 63, True),
+        ("a,b", False),
+        ("x),!app,(y", False),
+        ("x-", False),
+        ("-x", False),
+        ("v" * 64, False),
+    ],
+)
+def test_the_crd_refuses_selector_values_validate_label_selector_refuses(
+    value: str, valid: bool
+) -> None:
+    labels_value = selector_schema()["matchLabels"]["additionalProperties"]
+    requirement = selector_schema()["matchExpressions"]["items"]["properties"]
+    expression_value = requirement["values"]["items"]
+
+    for value_schema in (labels_value, expression_value):
+        accepted = len(value) <= value_schema["maxLength"] and bool(
+            re.search(value_schema["pattern"], value)
+        )
+        assert accepted is valid
+
+
+def test_selector_requirements_need_values_exactly_for_in_and_notin() -> None:
+    (rule,) = selector_schema()["matchExpressions"]["items"]["x-kubernetes-validations"]
+
+    assert rule["rule"] == (
+        "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0"
+        " : !has(self.values) || size(self.values) == 0"
+    )
+
+
+def test_the_selector_rules_work_on_bounded_sizes_to_stay_within_the_cel_cost_limit() -> None:
+    selector = selector_schema()
+
+    assert selector["matchLabels"]["maxProperties"] == 64
+    assert selector["matchLabels"]["additionalProperties"]["maxLength"] == 63
+    assert selector["matchExpressions"]["maxItems"] == 32
+    assert selector["matchExpressions"]["items"]["properties"]["key"]["maxLength"] == 317

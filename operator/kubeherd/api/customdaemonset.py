@@ -15,15 +15,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
+from kubeherd.api.identifiers import (
+    LABEL_KEY_LENGTH,
+    LABEL_KEY_TEXT,
+    LABEL_VALUE_LENGTH,
+    label_key_rule,
+)
+from kubeherd.api.identifiers import LABEL_VALUE as LABEL_VALUE_PATTERN
+
 PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 INT_OR_STRING: JsonDict = {"x-kubernetes-int-or-string": True}
 # Bounds that keep the API server's cost estimate of the CEL rules below its limit.
 MAX_LABELS = 64
 MAX_EXPRESSIONS = 32
 MAX_VALUES = 64
-LABEL_KEY_LENGTH = 317
-LABEL_VALUE_LENGTH = 63
 LABEL_VALUE: JsonDict = {"type": "string", "maxLength": LABEL_VALUE_LENGTH}
+# The selector is turned into label queries (daemonset/claims.py): its keys and values must be
+# what the API server's ValidateLabelSelector accepts, or a key such as `a,b` would read as
+# two requirements there.
+SELECTOR_VALUE: JsonDict = {**LABEL_VALUE, "pattern": LABEL_VALUE_PATTERN}
+SELECTOR_KEY_MESSAGE = f"must be a label key: {LABEL_KEY_TEXT}"
 
 
 def list_map(key: str) -> JsonDict:
@@ -50,7 +61,28 @@ class SelectorOperator(StrEnum):
 
 
 class LabelSelectorRequirement(Model):
-    key: str = Field(max_length=LABEL_KEY_LENGTH, description="The label key the rule is about.")
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.operator in ['In', 'NotIn']"
+                    " ? has(self.values) && size(self.values) > 0"
+                    " : !has(self.values) || size(self.values) == 0",
+                    "message": "values must be given for In and NotIn, and only for them",
+                }
+            ]
+        }
+    )
+
+    key: str = Field(
+        max_length=LABEL_KEY_LENGTH,
+        description="The label key the rule is about.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": label_key_rule("self"), "message": SELECTOR_KEY_MESSAGE}
+            ]
+        },
+    )
     operator: SelectorOperator = Field(
         description="How the label's value is compared with values: In, NotIn, Exists or "
         "DoesNotExist."
@@ -59,7 +91,7 @@ class LabelSelectorRequirement(Model):
         default=None,
         max_length=MAX_VALUES,
         description="The values for In and NotIn; must be empty for Exists and DoesNotExist.",
-        json_schema_extra={"items": LABEL_VALUE},
+        json_schema_extra={"items": SELECTOR_VALUE},
     )
 
 
@@ -67,7 +99,16 @@ class LabelSelector(Model):
     match_labels: dict[str, str] | None = Field(
         default=None,
         description="Labels a pod must carry, each with exactly this value.",
-        json_schema_extra={"maxProperties": MAX_LABELS, "additionalProperties": LABEL_VALUE},
+        json_schema_extra={
+            "maxProperties": MAX_LABELS,
+            "additionalProperties": SELECTOR_VALUE,
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self.all(k, {label_key_rule('k')})",
+                    "message": f"each key {SELECTOR_KEY_MESSAGE}",
+                }
+            ],
+        },
     )
     match_expressions: list[LabelSelectorRequirement] | None = Field(
         default=None,

@@ -11,7 +11,50 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubeherd.api.identifiers import LABEL_KEY_TEXT, LABEL_VALUE_TEXT, is_label_key, is_label_value
 from kubeherd.daemonset.pods import OWNER_LABEL, REVISION_LABEL
+
+
+class InvalidSelectorError(ValueError):
+    """A selector the API server's ValidateLabelSelector would refuse. No query is built from
+    it: a key such as `a,b` or a value such as `x),!app,(y` would read there as requirements
+    other than the one written, and a release query could then match every daemon pod."""
+
+
+_OPERATORS_WITH_VALUES = {"In", "NotIn"}
+_OPERATORS_WITHOUT_VALUES = {"Exists", "DoesNotExist"}
+
+
+def selector_problems(selector: Mapping[str, Any]) -> list[str]:
+    """What ValidateLabelSelector would say about the selector; empty when it is valid."""
+    problems: list[str] = []
+
+    def check_key(where: str, key: Any) -> None:
+        if not isinstance(key, str) or not is_label_key(key):
+            problems.append(f"{where}: {key!r} is not a label key ({LABEL_KEY_TEXT})")
+
+    def check_value(where: str, value: Any) -> None:
+        if not isinstance(value, str) or not is_label_value(value):
+            problems.append(f"{where}: {value!r} is not a label value ({LABEL_VALUE_TEXT})")
+
+    for key, value in (selector.get("matchLabels") or {}).items():
+        check_key("matchLabels", key)
+        check_value(f"matchLabels[{key!r}]", value)
+    for index, expression in enumerate(selector.get("matchExpressions") or ()):
+        where = f"matchExpressions[{index}]"
+        check_key(f"{where}.key", expression.get("key"))
+        operator, values = expression.get("operator"), expression.get("values") or []
+        if operator in _OPERATORS_WITH_VALUES and not values:
+            problems.append(f"{where}.values: must be given for {operator}")
+        elif operator in _OPERATORS_WITHOUT_VALUES and values:
+            problems.append(f"{where}.values: must be empty for {operator}")
+        elif operator not in _OPERATORS_WITH_VALUES | _OPERATORS_WITHOUT_VALUES:
+            problems.append(
+                f"{where}.operator: {operator!r} is not In, NotIn, Exists or DoesNotExist"
+            )
+        for position, value in enumerate(values):
+            check_value(f"{where}.values[{position}]", value)
+    return problems
 
 
 def _requirements(selector: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
@@ -23,6 +66,14 @@ def _requirements(selector: Mapping[str, Any]) -> list[tuple[str, str, list[str]
         values = [str(value) for value in expression.get("values") or ()]
         found.append((str(expression.get("key")), str(expression.get("operator")), values))
     return found
+
+
+def _query_requirements(selector: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """The requirements, once they are known to read back as written in a query."""
+    problems = selector_problems(selector)
+    if problems:
+        raise InvalidSelectorError(f"invalid selector: {'; '.join(problems)}")
+    return _requirements(selector)
 
 
 def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -54,16 +105,20 @@ _NEGATION = {"In": "NotIn", "NotIn": "In", "Exists": "DoesNotExist", "DoesNotExi
 
 
 def selector_text(selector: Mapping[str, Any]) -> str:
-    """The selector as a `labelSelector` query (`app in (agent),tier notin (x)`)."""
-    return ",".join(_requirement_text(*requirement) for requirement in _requirements(selector))
+    """The selector as a `labelSelector` query (`app in (agent),tier notin (x)`);
+    InvalidSelectorError if it is not one the API server accepts."""
+    return ",".join(
+        _requirement_text(*requirement) for requirement in _query_requirements(selector)
+    )
 
 
 def outside_selector_texts(selector: Mapping[str, Any]) -> list[str]:
     """Queries that together find every object the selector does not match: one per
-    requirement, negated (`notin` also matches an object without the label)."""
+    requirement, negated (`notin` also matches an object without the label); InvalidSelectorError
+    if it is not one the API server accepts."""
     return [
         _requirement_text(key, _NEGATION[operator], values)
-        for key, operator, values in _requirements(selector)
+        for key, operator, values in _query_requirements(selector)
     ]
 
 
