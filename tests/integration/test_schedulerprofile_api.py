@@ -103,6 +103,22 @@ def test_a_minimal_profile_is_stored_with_the_defaults(kubectl: Kubectl, namespa
             },
             "weight",
         ),
+        *(
+            ({"command": ["kube-scheduler", flag]}, "kubeherd sets the scheduler's leader election")
+            for flag in (
+                "--leader-elect-resource-namespace=kube-system",
+                "--leader_elect_resource_name=kube-scheduler",
+                "--leader-elect=false",
+                "--kubeconfig=/etc/kubernetes/admin.conf",
+                "--master=https://10.0.0.1",
+                "--authorization-always-allow-paths=/metrics",
+                "--config=/tmp/other.yaml",
+            )
+        ),
+        *(
+            ({"extraClusterRoles": [role]}, "a scheduler may not be bound to them")
+            for role in ("cluster-admin", "admin", "edit", "system:controller:job-controller")
+        ),
     ],
 )
 def test_a_configuration_kube_scheduler_would_refuse_is_refused_at_apply(
@@ -133,3 +149,21 @@ def test_lease_timings_kube_scheduler_accepts_are_stored(
     result = apply(kubectl, namespace, with_spec(leaderElection=election))
 
     assert result.returncode == 0, result.stderr
+
+
+def test_flags_that_keep_the_scheduler_on_its_own_lease_are_stored(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    manifest = with_spec(
+        command=["/usr/local/bin/kube-scheduler", "--v=4", "--secure-port=10260"],
+        extraClusterRoles=["system:kube-scheduler", "podgroup-reader"],
+    )
+
+    assert apply(kubectl, namespace, manifest).returncode == 0
+
+
+def test_a_schedulerprofile_named_default_is_refused(kubectl: Kubectl, namespace: str) -> None:
+    manifest = valid()
+    manifest["metadata"]["name"] = "default"
+
+    assert "metadata.name may not be default" in refused(kubectl, namespace, manifest)

@@ -4,6 +4,7 @@ kube-scheduler refuses."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
@@ -135,9 +136,6 @@ def default_scheduler_binds_a_pod(real: RealCluster, namespace: str, name: str) 
 def a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_scheduling(
     real: RealCluster, profiles: SchedulerProfiles, refused: Callable[..., str]
 ) -> None:
-    leases = client.CoordinationV1Api(real.api)
-    incumbent = leases.read_namespaced_lease("kube-scheduler", "kube-system").spec
-    assert incumbent.holder_identity, "the cluster's scheduler elects on kube-system/kube-scheduler"
     manifest = scheduler_profile(
         "usurper",
         {"schedulerName": f"{profiles.namespace}-usurper"},
@@ -149,9 +147,45 @@ def a_profile_on_the_clusters_scheduler_lease_is_refused_and_it_keeps_scheduling
         },
     )
 
-    message = refused(lambda: profiles.create(manifest))
+    with the_clusters_scheduler_keeps_its_lease(real, profiles):
+        message = refused(lambda: profiles.create(manifest))
 
     assert "Lease kube-system/kube-scheduler" in message
+
+
+def test_a_command_pointing_at_the_clusters_scheduler_lease_is_refused(
+    chart_operator: RealCluster, profiles: SchedulerProfiles
+) -> None:
+    """kube-scheduler honours --leader-elect-* flags even beside --config, and its role may
+    update the Lease named kube-scheduler in any namespace: the CRD refuses such a command
+    whether or not a webhook or an operator runs."""
+    manifest = scheduler_profile(
+        "usurper",
+        {"schedulerName": f"{profiles.namespace}-usurper"},
+        nodeSelector=ON_REAL_NODE,
+        command=[
+            "kube-scheduler",
+            "--leader-elect-resource-namespace=kube-system",
+            "--leader-elect-resource-name=kube-scheduler",
+        ],
+    )
+
+    with the_clusters_scheduler_keeps_its_lease(chart_operator, profiles):
+        message = refused_at_apply(lambda: profiles.create(manifest))
+
+    assert "remove --leader-elect*" in message
+
+
+@contextlib.contextmanager
+def the_clusters_scheduler_keeps_its_lease(
+    real: RealCluster, profiles: SchedulerProfiles
+) -> Iterator[None]:
+    """What the block does leaves kube-system/kube-scheduler to the cluster's own scheduler,
+    which goes on binding pods."""
+    leases = client.CoordinationV1Api(real.api)
+    incumbent = leases.read_namespaced_lease("kube-scheduler", "kube-system").spec
+    assert incumbent.holder_identity, "the cluster's scheduler elects on kube-system/kube-scheduler"
+    yield
     wait_briefly(ROLLOUT_SECONDS)
     assert scheduler_pods(real, profiles.namespace, "usurper") == []
     default_scheduler_binds_a_pod(real, profiles.namespace, "still-scheduled")

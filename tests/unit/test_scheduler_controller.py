@@ -18,6 +18,7 @@ from kubeherd.scheduler.controller import (
     ProfileState,
     SchedulerProfileController,
     claims_of,
+    profile_verdict,
 )
 from kubeherd.scheduler.objects import CONFIG_HASH_ANNOTATION, OWNER_UID_LABEL
 from kubeherd.scheduler.validation import Claim
@@ -416,3 +417,15 @@ def test_a_pass_that_raises_is_retried_with_backoff_and_spares_the_others(
     assert ("apply", "Deployment", "broken") in kube.writes
     # Raised at once, then 1 s and 2 s later; the fourth try 4 s after that works.
     assert [round(at - calls[0]) for at in calls[:4]] == [0, 1, 3, 7]
+
+
+def test_a_profile_named_default_is_refused_even_when_stored_before_the_crd_refused_it() -> None:
+    body = {
+        "metadata": {"name": "default", "namespace": "team-a"},
+        "spec": {"profiles": [{"schedulerName": "team-a-scheduler"}]},
+    }
+
+    verdict = profile_verdict(body, [])
+
+    assert [problem.field for problem in verdict.errors] == ["metadata.name"]
+    assert "every pod of the namespace without one would run as it" in verdict.summary()

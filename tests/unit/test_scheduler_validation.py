@@ -175,6 +175,61 @@ def test_other_locks_are_accepted(lock: Lock) -> None:
     assert lock_problems(lock) == []
 
 
+MINIMAL = {"profiles": [{"schedulerName": "extra-scheduler"}]}
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--leader-elect-resource-namespace=kube-system",
+        "--leader_elect_resource_name=kube-scheduler",
+        "--lock-object-namespace=kube-system",
+        "--kubeconfig=/etc/kubernetes/scheduler.conf",
+        "--authentication-skip-lookup",
+        "--requestheader-client-ca-file=/ca.crt",
+        "--config",
+    ],
+)
+def test_a_command_flag_that_moves_the_lease_or_the_credentials_is_refused(flag: str) -> None:
+    verdict = validate_spec(
+        {**MINIMAL, "command": ["kube-scheduler", "--v=2", flag]}, custom_image=False
+    )
+
+    (problem,) = verdict.errors
+    assert problem.field == "spec.command[2]"
+    assert "remove --leader-elect*" in problem.message
+
+
+def test_a_command_with_harmless_flags_is_accepted() -> None:
+    verdict = validate_spec(
+        {**MINIMAL, "command": ["kube-scheduler", "--v=4", "--secure-port=10260"]},
+        custom_image=False,
+    )
+
+    assert verdict.valid
+
+
+@pytest.mark.parametrize(
+    ("role", "allowed"),
+    [
+        ("cluster-admin", False),
+        ("admin", False),
+        ("edit", False),
+        ("system:controller:job-controller", False),
+        ("system:kube-scheduler", True),
+        ("system:volume-scheduler", True),
+        ("scheduler-plugins-podgroups", True),
+    ],
+)
+def test_extra_cluster_roles_may_not_reach_past_scheduling(role: str, allowed: bool) -> None:
+    verdict = validate_spec({**MINIMAL, "extraClusterRoles": [role]}, custom_image=False)
+
+    assert verdict.valid is allowed
+    assert [problem.field for problem in verdict.errors] == (
+        [] if allowed else ["spec.extraClusterRoles[0]"]
+    )
+
+
 @pytest.mark.parametrize(
     "spec",
     [

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from kubeherd.api.customdaemonset import CustomDaemonSet
-from kubeherd.api.schedulerprofile import SchedulerProfile
+from kubeherd.api.schedulerprofile import DEFAULT_NAME_REFUSAL, SchedulerProfile
 
 GROUP = "kubeherd.io"
 VERSION = "v1alpha1"
@@ -125,7 +125,13 @@ SCHEDULER_ROOT_RULES = [
         "rule": "size(self.metadata.name) <= 63",
         "message": "metadata.name must be at most 63 characters: it is a label value on the "
         "scheduler pods",
-    }
+    },
+    {
+        # The scheduler's ServiceAccount is named after the SchedulerProfile: as `default`, it
+        # would be the account of every pod in the namespace that names none.
+        "rule": "self.metadata.name != 'default'",
+        "message": DEFAULT_NAME_REFUSAL,
+    },
 ]
 SCHEDULER_PROFILE = Resource(
     SchedulerProfile,

@@ -49,6 +49,44 @@ DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?
 # A Go duration, as time.ParseDuration (and so kube-scheduler) reads leaderElection's fields: a
 # number may start or end with its dot (".5s", "15.s"), a sign may lead, "0" needs no unit.
 GO_DURATION = r"^[-+]?((([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+|0)$"
+# kube-scheduler flags that would move the scheduler off what kubeherd sets up and checks: its
+# leader election (kube-scheduler honours these flags even beside --config, so they could point
+# it at the cluster's own Lease), the API server and credentials it uses, its authentication and
+# authorization, and its configuration file. Kubernetes' flags read `_` as `-`.
+REFUSED_COMMAND_FLAG = (
+    r"^--(leader[-_]elect|lock[-_]object|master|kubeconfig|authentication[-_]|"
+    r"authorization[-_]|client[-_]ca[-_]file|requestheader[-_]|config|write[-_]config[-_]to)"
+)
+REFUSED_COMMAND_FLAG_MESSAGE = (
+    "kubeherd sets the scheduler's leader election, API server, credentials, authorization and "
+    "configuration file itself: remove --leader-elect*, --lock-object*, --master, --kubeconfig, "
+    "--authentication-*, --authorization-*, --client-ca-file, --requestheader-*, --config and "
+    "--write-config-to from command (spec.leaderElection sets the Lease)"
+)
+# The roles every scheduler is bound to; spec.extraClusterRoles may add others, except the
+# cluster's broad roles and its system roles, whose rights reach far past scheduling.
+SCHEDULER_CLUSTER_ROLES = ("system:kube-scheduler", "system:volume-scheduler")
+BROAD_CLUSTER_ROLES = ("cluster-admin", "admin", "edit")
+REFUSED_CLUSTER_ROLE_MESSAGE = (
+    "cluster-admin, admin, edit and system: roles (other than system:kube-scheduler and "
+    "system:volume-scheduler) reach far past scheduling: a scheduler may not be bound to them"
+)
+
+DEFAULT_NAME_REFUSAL = (
+    "metadata.name may not be default: the scheduler's ServiceAccount is named after it, and "
+    "every pod of the namespace without one would run as it"
+)
+
+
+def cluster_role_allowed(role: str) -> bool:
+    """Whether spec.extraClusterRoles may name `role` (the CEL rule below, in Python)."""
+    if role in BROAD_CLUSTER_ROLES:
+        return False
+    return not role.startswith("system:") or role in SCHEDULER_CLUSTER_ROLES
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
 
 
 class EnabledPlugin(Model):
@@ -289,8 +327,23 @@ class SchedulerProfileSpec(Model):
     )
     command: list[str] | None = Field(
         default=None,
-        description="The binary to run in the image; default: kube-scheduler (the official "
-        "image has it on PATH).",
+        max_length=32,
+        description="The binary to run in the image, with flags of your own; default: "
+        "kube-scheduler (the official image has it on PATH). Flags that change leader election, "
+        "the API server, credentials, authorization or the configuration file are refused.",
+        json_schema_extra={
+            "items": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1024,
+                "x-kubernetes-validations": [
+                    {
+                        "rule": f"!self.matches('{REFUSED_COMMAND_FLAG}')",
+                        "message": REFUSED_COMMAND_FLAG_MESSAGE,
+                    }
+                ],
+            }
+        },
     )
     resources: Resources | None = Field(
         default=None, description="The scheduler container's requests and limits."
@@ -319,9 +372,22 @@ class SchedulerProfileSpec(Model):
         "system:kube-scheduler and system:volume-scheduler, for a custom image whose plugins "
         "read more (scheduler-plugins' podgroups, elasticquotas...). kubeherd may bind only "
         "the roles its own ClusterRole has `bind` on (the chart's "
-        "schedulerProfiles.extraClusterRoles).",
+        "schedulerProfiles.extraClusterRoles), and only for a requester who may bind them "
+        "too. cluster-admin, admin, edit and other system: roles are refused.",
         json_schema_extra={
-            "items": {"type": "string", "minLength": 1, "maxLength": 253},
+            "items": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 253,
+                "x-kubernetes-validations": [
+                    {
+                        "rule": f"!(self in {_cel_list(BROAD_CLUSTER_ROLES)}) && "
+                        f"(!self.startsWith('system:') || self in "
+                        f"{_cel_list(SCHEDULER_CLUSTER_ROLES)})",
+                        "message": REFUSED_CLUSTER_ROLE_MESSAGE,
+                    }
+                ],
+            },
             "x-kubernetes-list-type": "set",
         },
     )

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubeherd.api.schedulerprofile import DEFAULT_NAME_REFUSAL
 from kubeherd.defaults import SCHEDULER_STATUS_INTERVAL
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
@@ -601,6 +602,9 @@ def profile_verdict(body: Mapping[str, Any], claims: Iterable[Claim]) -> Verdict
     taken = names_taken_before(claims, claims_of(body))
     verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
     verdict.errors += lock_problems(lock)
+    if metadata["name"] == "default":
+        # Stored before the CRD refused it: its ServiceAccount would be the namespace's default.
+        verdict.errors.append(Problem("metadata.name", DEFAULT_NAME_REFUSAL))
     # CEL cannot see the resource's namespace: the API server lets this through.
     if elsewhere := foreign_lock_namespace(spec, str(metadata.get("namespace") or "")):
         verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))

@@ -12,11 +12,18 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeherd.api.schedulerprofile import EXTENSION_POINTS
+from kubeherd.api.schedulerprofile import (
+    EXTENSION_POINTS,
+    REFUSED_CLUSTER_ROLE_MESSAGE,
+    REFUSED_COMMAND_FLAG,
+    REFUSED_COMMAND_FLAG_MESSAGE,
+    cluster_role_allowed,
+)
 from kubeherd.scheduler.config import Lock
 from kubeherd.scheduler.pluginargs import go_duration_seconds as go_duration_seconds
 from kubeherd.scheduler.pluginargs import plugin_args_problems
@@ -234,6 +241,23 @@ def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
         problems.append(
             Problem("spec", "podMaxBackoffSeconds must be at least podInitialBackoffSeconds")
         )
+    return problems + privilege_problems(spec)
+
+
+def privilege_problems(spec: Mapping[str, Any]) -> list[Problem]:
+    """The CRD's rules on what a scheduler runs with: no flag that moves its leader election,
+    API server, credentials or authorization, no broad or system ClusterRole. Checked here too,
+    so that a SchedulerProfile stored before these rules existed rolls nothing out."""
+    problems = [
+        Problem(f"spec.command[{index}]", REFUSED_COMMAND_FLAG_MESSAGE)
+        for index, argument in enumerate(spec.get("command") or [])
+        if re.match(REFUSED_COMMAND_FLAG, str(argument))
+    ]
+    problems += [
+        Problem(f"spec.extraClusterRoles[{index}]", REFUSED_CLUSTER_ROLE_MESSAGE)
+        for index, role in enumerate(spec.get("extraClusterRoles") or [])
+        if not cluster_role_allowed(str(role))
+    ]
     return problems
 
 
