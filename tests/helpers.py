@@ -48,16 +48,23 @@ def eventually(probe: Callable[[], T | None], *, timeout: float = 60, what: str 
 class Kubectl:
     """Runs the cluster's own kubectl, as a user at a terminal would."""
 
-    def __init__(self, binary: Path, kubeconfig: Path) -> None:
+    def __init__(self, binary: Path, kubeconfig: Path, impersonate: str = "") -> None:
         self._binary = binary
         self._kubeconfig = kubeconfig
+        self.user = impersonate
 
     def as_user(self, kubeconfig: Path) -> Kubectl:
         """The same kubectl, logged in with another kubeconfig."""
         return Kubectl(self._binary, kubeconfig)
 
+    def impersonating(self, user: str) -> Kubectl:
+        """The same kubectl acting as `user` (`--as`): the API server authorizes and admits
+        each request as that user's, with that user's rights only."""
+        return Kubectl(self._binary, self._kubeconfig, impersonate=user)
+
     def command(self, *arguments: str) -> list[str]:
-        return [str(self._binary), f"--kubeconfig={self._kubeconfig}", *arguments]
+        impersonation = [f"--as={self.user}"] if self.user else []
+        return [str(self._binary), f"--kubeconfig={self._kubeconfig}", *impersonation, *arguments]
 
     def __call__(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

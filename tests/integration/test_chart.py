@@ -59,23 +59,34 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
     rendered = helm(binaries, "template", "kubeherd", str(CHART), "--namespace", "ops").stdout
     documents = [d for d in yaml.safe_load_all(rendered) if d]
 
-    kinds = sorted(d["kind"] for d in documents)
-    assert kinds == [
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "CustomResourceDefinition",
-        "Deployment",
-        "Role",
-        "RoleBinding",
-        "Service",
-        "Service",
-        "ServiceAccount",
-    ]
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
+    assert {
+        ("ClusterRole", "kubeherd"),
+        ("ClusterRoleBinding", "kubeherd"),
+        ("ClusterRole", "kubeherd-edit"),
+        ("ClusterRole", "kubeherd-view"),
+        ("CustomResourceDefinition", "customdaemonsets.kubeherd.io"),
+        ("CustomResourceDefinition", "schedulerprofiles.kubeherd.io"),
+        ("Deployment", "kubeherd"),
+        ("Role", "kubeherd-webhook"),
+        ("RoleBinding", "kubeherd-webhook"),
+        ("Service", "kubeherd-webhook"),
+        ("Service", "kubeherd-metrics"),
+        ("ServiceAccount", "kubeherd"),
+        *(
+            (kind, f"kubeherd-{policy}")
+            for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+            for policy in (
+                "schedulerprofile-grants",
+                "customdaemonset-identity",
+                "operator-writes-its-own",
+            )
+        ),
+    } <= kinds
     crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
     assert sorted(d["metadata"]["name"] for d in crds) == sorted(CRDS)
     assert all(d["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for d in crds)
-    (role,) = (d for d in documents if d["kind"] == "ClusterRole")
+    (role,) = (d for d in documents if operator_cluster_role(d))
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
     (deployment,) = (d for d in documents if d["kind"] == "Deployment")
@@ -93,6 +104,14 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
     assert container["resources"]["limits"]["memory"] == "256Mi"
 
 
+def operator_cluster_role(document: dict[str, Any]) -> bool:
+    """The operator's own ClusterRole, not those the chart makes for its users and scrapers."""
+    users = ("-edit", "-view", "-metrics-reader", "-metrics-auth")
+    return bool(
+        document["kind"] == "ClusterRole" and not document["metadata"]["name"].endswith(users)
+    )
+
+
 def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> None:
     def render(*values: str) -> list[dict[str, Any]]:
         rendered = helm(binaries, "template", "kubeherd", str(CHART), *values).stdout
@@ -100,7 +119,7 @@ def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> No
 
     def peering_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
         (deployment,) = (d for d in documents if d["kind"] == "Deployment")
-        (role,) = (d for d in documents if d["kind"] == "ClusterRole")
+        (role,) = (d for d in documents if operator_cluster_role(d))
         return {
             "strategy": deployment["spec"]["strategy"]["type"],
             "args": [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -145,7 +164,7 @@ def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) 
     def webhook_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
         (deployment,) = (d for d in documents if d["kind"] == "Deployment")
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
-        (role,) = (d for d in documents if d["kind"] == "ClusterRole")
+        (role,) = (d for d in documents if operator_cluster_role(d))
         return {
             "args": [a for a in container["args"] if a.startswith("--webhook")],
             "ports": [p["name"] for p in container["ports"]],
