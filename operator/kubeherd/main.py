@@ -26,6 +26,8 @@ from kubeherd.admission.webhook import (
 )
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import Watches
+from kubeherd.daemonset.template_check import IdentityLookup
+from kubeherd.daemonset.template_review import OperatorIdentity
 from kubeherd.kube import config
 from kubeherd.kube.client import Kind, Kube, KubeError
 from kubeherd.kube.http import exec_credential
@@ -151,7 +153,11 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
         raise
     watches = Watches(kube, options.namespaces)
     watches.controller = DaemonSetController(
-        kube, watches.nodes, watches.pods, max_create_backoff=options.max_create_backoff
+        kube,
+        watches.nodes,
+        watches.pods,
+        max_create_backoff=options.max_create_backoff,
+        operator=operator_identity(kube, options.webhook),
     )
     claims = IndexedClaims()
     memo.parts = Parts(
@@ -169,6 +175,36 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
     settings.admission.server = await admission_server(kube, options.webhook, memo)
     if options.webhook is None and options.stale_webhook_configuration:
         await remove_configuration(kube, options.stale_webhook_configuration)
+
+
+SELF_SUBJECT_REVIEW = Kind(
+    "/apis/authentication.k8s.io/v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False
+)
+
+
+def operator_identity(kube: Kube, webhook: WebhookOptions | None) -> IdentityLookup:
+    """Who the API server knows this process as (any authenticated user may ask), and the
+    webhook's certificate Secret: what no daemon pod may borrow. Asked when first needed, and
+    again until the API server answers, which it may not do at start-up."""
+    known: list[OperatorIdentity] = []
+    service = webhook.service if webhook is not None else None
+    secrets = frozenset({f"{service.name}-tls"}) if service is not None else frozenset()
+
+    async def lookup() -> OperatorIdentity | None:
+        if not known:
+            review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+            try:
+                answer = await kube.create_review(SELF_SUBJECT_REVIEW, review)
+            except KubeError as error:
+                logger.warning("Cannot learn the operator's own identity yet: %s", error)
+                return None
+            user = (answer.get("status") or {}).get("userInfo") or {}
+            username = str(user.get("username") or "")
+            logger.info("Running as %s", username or "an unnamed user")
+            known.append(OperatorIdentity.of_user(username, secrets))
+        return known[0]
+
+    return lookup
 
 
 async def serve_metrics(options: OperatorOptions, memo: Runtime) -> MetricsServer:

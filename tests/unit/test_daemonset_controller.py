@@ -10,9 +10,10 @@ from typing import Any
 
 from kubeherd.daemonset.pods import REVISION_LABEL
 from kubeherd.daemonset.revisions import revision_name
+from kubeherd.daemonset.template_review import OperatorIdentity
 from kubeherd.kube.client import Outcome
 from kubeherd.meta import parse_time
-from tests.unit.daemonset_cluster import FakeCluster
+from tests.unit.daemonset_cluster import NAMESPACE, FakeCluster
 from tests.unit.virtual_time import run_virtually, wall_clock
 
 OLD, NEW = "agent:1", "agent:2"
@@ -373,6 +374,32 @@ def test_a_refused_template_is_judged_again_after_a_restart() -> None:
     assert cluster.dry_runs == 2
     assert sorted(cluster.pods_by_node()) == ["n1"]
     assert "TemplateValid" not in {c["type"] for c in cluster.status()["conditions"]}
+
+
+def test_a_template_running_as_the_operators_service_account_is_refused_and_makes_no_pod() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1")
+    identity = OperatorIdentity(NAMESPACE, "kubeherd", frozenset({"kubeherd-webhook-tls"}))
+
+    async def operator() -> OperatorIdentity:
+        return identity
+
+    borrowing = agent()
+    borrowing["spec"]["template"]["spec"]["serviceAccountName"] = "kubeherd"
+
+    async def scenario() -> None:
+        controller = cluster.start(borrowing, operator=operator)
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.pods_by_node() == {}
+    # The API server would accept it: it is not even asked.
+    assert cluster.dry_runs == 0
+    condition = cluster.condition("TemplateValid")
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidTemplate")
+    assert "the kubeherd operator's own ServiceAccount" in condition["message"]
+    assert "InvalidTemplate" in cluster.reasons()
 
 
 def test_pods_are_built_and_sent_only_as_many_at_a_time_as_writes_may_be_in_flight() -> None:

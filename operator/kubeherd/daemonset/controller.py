@@ -22,7 +22,12 @@ from kubeherd.daemonset.pods import KIND
 from kubeherd.daemonset.report import ReportInput, report
 from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
 from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
-from kubeherd.daemonset.template_check import judge_template, judged_valid_before
+from kubeherd.daemonset.template_check import (
+    IdentityLookup,
+    judge_template,
+    judged_valid_before,
+    no_identity,
+)
 from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_pods, pod_builder
 from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
@@ -54,8 +59,10 @@ class DaemonSetController:
         max_create_backoff: float = MAX_CREATE_BACKOFF,
         max_failed_pod_backoff: float = MAX_FAILED_POD_BACKOFF,
         clock: Callable[[], float] = time.time,
+        operator: IdentityLookup = no_identity,
     ) -> None:
         self.kube = kube
+        self.operator = operator
         self.nodes = nodes
         self.pods = pods
         self.max_create_backoff = max_create_backoff
@@ -145,7 +152,12 @@ class DaemonSetController:
             state.template.checked = spec.template_hash
         if spec.template_hash != state.template.checked:
             retry = await judge_template(
-                self.kube, self.events, state.body, spec.template_hash, state.template
+                self.kube,
+                self.events,
+                state.body,
+                spec.template_hash,
+                state.template,
+                self.operator,
             )
             if retry is not None:
                 # No verdict yet: nothing acts on a template that may be invalid.

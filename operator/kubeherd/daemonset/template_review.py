@@ -56,6 +56,58 @@ def checked_pod(cds: Mapping[str, Any]) -> dict[str, Any]:
     return pod
 
 
+@dataclass(frozen=True)
+class OperatorIdentity:
+    """Who the operator runs as, and the Secrets that are its own: daemon pods, which it
+    creates in their CustomDaemonSet's namespace, may borrow neither."""
+
+    namespace: str = ""
+    service_account: str = ""
+    secrets: frozenset[str] = frozenset()
+
+    @classmethod
+    def of_user(cls, username: str, secrets: frozenset[str] = frozenset()) -> OperatorIdentity:
+        """From the name the API server knows the operator by; a user that is no
+        ServiceAccount (a developer's kubeconfig) lends pods nothing."""
+        prefix, _, rest = username.partition("system:serviceaccount:")
+        namespace, _, name = rest.partition(":")
+        if prefix or not namespace or not name:
+            return cls()
+        return cls(namespace, name, secrets)
+
+
+# An operator known by no ServiceAccount (a developer's own kubeconfig): nothing to borrow.
+NO_IDENTITY = OperatorIdentity()
+
+
+def borrowed_identity(pod: Mapping[str, Any], operator: OperatorIdentity) -> str | None:
+    """Why the daemon pod would run with the operator's own rights, or None. As a native
+    DaemonSet's pods may use any ServiceAccount of their namespace, so may these, except the
+    operator's: that would give whoever may write a CustomDaemonSet there everything the
+    operator may do, cluster-wide."""
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    if not operator.namespace or metadata.get("namespace") != operator.namespace:
+        return None
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    if account == operator.service_account:
+        return (
+            f"spec.template.spec.serviceAccountName: {account} is the kubeherd operator's own "
+            "ServiceAccount: its pods may not run as it; choose another"
+        )
+    for index, volume in enumerate(spec.get("volumes") or ()):
+        named = [(volume.get("secret") or {}).get("secretName")]
+        named += [
+            (source.get("secret") or {}).get("name")
+            for source in (volume.get("projected") or {}).get("sources") or ()
+        ]
+        for secret in set(named) & operator.secrets:
+            return (
+                f"spec.template.spec.volumes[{index}]: the Secret {secret} is the kubeherd "
+                "operator's own: its pods may not mount it"
+            )
+    return None
+
+
 def template_field(field: str) -> str:
     """A field of the checked pod, named as the field of the CustomDaemonSet it comes from."""
     for pod_part, template_part in (
