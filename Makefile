@@ -131,6 +131,14 @@ bench: bins ## Benchmarks vs the native DaemonSet (B1-B5, about 30 min); appends
 	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --reinstall-package kubeherd --quiet
 	KUBEHERD_OPERATOR_PYTHON=$(CURDIR)/$(RUNTIME_VENV)/bin/python PYTHONPATH=hack:. $(RUN) python -m bench $(BENCH_ARGS)
 
+# make bench-scrape: arguments for `python -m bench.scrape_lag`, e.g. SCRAPE_ARGS="--on-loop"
+# (the handler before collection moved off the loop) or "--daemonsets 1000 --concurrency 8".
+SCRAPE_ARGS ?=
+
+.PHONY: bench-scrape
+bench-scrape: deps ## Event-loop lag while /metrics is scraped at 5,000 CustomDaemonSets (no cluster, 20 s)
+	PYTHONPATH=. $(RUN) python -m bench.scrape_lag $(SCRAPE_ARGS)
+
 # make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).
 KIND_VERSION ?= v0.29.0
 KIND_NODE_IMAGE ?= kindest/node:v1.33.1
