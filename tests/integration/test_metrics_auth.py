@@ -127,7 +127,7 @@ def test_only_a_token_allowed_to_get_metrics_reads_them(
     assert status == 200
     assert "kubeherd_active 1.0" in text
     # Plain HTTP is not served at all.
-    with pytest.raises(OSError):  # the TLS server hangs up on a plain request
+    with pytest.raises(ConnectionResetError):  # the TLS server hangs up on plain HTTP
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
 
     # Decisions are remembered: many more requests with the same tokens ask the API server
