@@ -234,7 +234,7 @@ def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
         }
 
     assert metrics_parts(render_chart(binaries)) == {
-        "args": ["--metrics-address=:8081"],
+        "args": ["--metrics-address=:8081", "--metrics-secure"],
         "ports": [8081],
         "services": [("kh-kubeherd-metrics", "metrics")],
         "monitoring": [],
@@ -438,3 +438,24 @@ def test_two_peered_replicas_one_works_and_the_standby_takes_over(
         nodes.restore()
         core.delete_namespace("agents")
         helm(binaries, kubeconfig, "uninstall", "kubeherd", "-n", "ha", check=False)
+
+
+def test_the_operators_pods_take_traffic_only_on_their_own_ports(binaries: Binaries) -> None:
+    def policy(*values: str) -> dict[str, Any] | None:
+        documents = render_chart(binaries, *values)
+        found = [d for d in documents if d["kind"] == "NetworkPolicy"]
+        return found[0] if found else None
+
+    default = policy()
+    assert default is not None
+    assert default["spec"]["policyTypes"] == ["Ingress"]
+    ports = [rule["ports"][0]["port"] for rule in default["spec"]["ingress"]]
+    assert ports == ["health", "webhook", "metrics"]
+    monitoring = {"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}
+    narrowed = policy(
+        "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring"
+    )
+    assert narrowed is not None
+    (metrics_rule,) = (r for r in narrowed["spec"]["ingress"] if r["ports"][0]["port"] == "metrics")
+    assert metrics_rule["from"] == [monitoring]
+    assert policy("--set", "networkPolicy.enabled=false") is None
