@@ -417,3 +417,49 @@ def test_pods_are_built_and_sent_only_as_many_at_a_time_as_writes_may_be_in_flig
     # Each body is built when its write may go: never a whole batch held at once.
     assert cluster.most_creates_in_flight == cluster.limits.max_concurrent
     assert sorted(cluster.pods_by_node()) == sorted(nodes)
+
+
+def test_a_selector_stored_before_the_crd_refused_it_is_reported_once_and_touches_no_pod() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+    # A key a label query would read as two requirements (`zz` and `team`).
+    invalid = {"matchLabels": {"app": "agent"}, "matchExpressions": [
+        {"key": "zz,team", "operator": "DoesNotExist"},
+    ]}  # fmt: skip
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+        stored = copy.deepcopy(cluster.daemonset)
+        stored["spec"]["selector"] = invalid
+        stored["metadata"]["generation"] += 1
+        before = {name: pod["metadata"]["uid"] for name, pod in cluster.pods.items()}
+        writes, events = len(cluster.writes), len(cluster.events)
+        restarted = cluster.start(stored)
+        cluster.add_nodes("n3")  # a node event brings another pass
+        await settle(300)
+        after_restart = cluster.verbs()[writes:]
+        # The old pods stay, n3 gets none, and nothing is listed, claimed or retried: one status.
+        assert {name: pod["metadata"]["uid"] for name, pod in cluster.pods.items()} == before
+        assert after_restart == ["patch-status CustomDaemonSet"]
+        assert [e.reason for e in cluster.events[events:]] == ["InvalidSelector"]
+        assert "'zz,team' is not a label key" in cluster.events[-1].message
+        condition = cluster.condition("SelectorValid")
+        assert (condition["status"], condition["reason"]) == ("False", "InvalidSelector")
+        assert "matchExpressions[0].key: 'zz,team' is not a label key" in condition["message"]
+        assert cluster.status()["observedGeneration"] == stored["metadata"]["generation"]
+        # A spec with a valid selector is acted on at once (the object's next version).
+        cluster.update_spec(selector={"matchLabels": {"app": "agent"}}, template=template(NEW))
+        for _ in range(3):  # one node at a time (maxUnavailable 1)
+            await settle()
+            cluster.run_pods()
+        await settle()
+        await restarted.stop()
+
+    run_virtually(scenario)
+    assert cluster.images() == {"n1": NEW, "n2": NEW, "n3": NEW}
+    assert "SelectorValid" not in {c["type"] for c in cluster.status()["conditions"]}
+    assert cluster.reasons().count("InvalidSelector") == 1

@@ -22,6 +22,7 @@ from kubeherd.daemonset.pods import KIND
 from kubeherd.daemonset.report import ReportInput, report
 from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
 from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
+from kubeherd.daemonset.status import refused_selector_status
 from kubeherd.daemonset.template_check import (
     IdentityLookup,
     judge_template,
@@ -33,6 +34,7 @@ from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
+from kubeherd.meta import iso_time, status_changed
 from kubeherd.names import CUSTOMDAEMONSETS
 from kubeherd.runner import KeyedRunner, Marks
 
@@ -148,6 +150,10 @@ class DaemonSetController:
         if state is None:
             return
         spec = state.spec
+        if spec.selector_problem is not None:
+            await self._refuse_selector(key, state, spec.generation, spec.selector_problem)
+            return
+        state.selector_problem_announced = None
         if spec.template_hash != state.template.checked and judged_valid_before(state.body):
             state.template.checked = spec.template_hash
         if spec.template_hash != state.template.checked:
@@ -214,6 +220,30 @@ class DaemonSetController:
                 self.runner.wake_later(key, STATUS_TIMER, STATUS_INTERVAL - since)
             return
         await self._write_status(key, state, spec, len(plan.kept_back))
+
+    async def _refuse_selector(
+        self, key: Key, state: DaemonSetState, generation: int, problem: str
+    ) -> None:
+        """A selector the API server would refuse (stored before the CRD refused it): no query
+        may be built from it, so no pod is claimed, created or deleted. Raising instead would
+        retry a pass that cannot succeed, forever; the spec's next change brings a new pass."""
+        if problem != state.selector_problem_announced:
+            state.selector_problem_announced = problem
+            self.events.record(
+                state.body,
+                "Warning",
+                "InvalidSelector",
+                f"spec.selector is invalid; no pod changes until it is fixed: {problem}",
+            )
+        previous = state.body.get("status") or {}
+        status = refused_selector_status(
+            previous,
+            generation=generation,
+            problem=problem,
+            now=iso_time(self.clock()),
+        )
+        if status_changed(previous, status):
+            await self._patch_status(key, state, previous, status)
 
     def _gather(self, key: Key, state: DaemonSetState, dirty: set[str]) -> PassInput:
         current = str((state.body.get("status") or {}).get("currentRevision") or "")
@@ -329,8 +359,17 @@ class DaemonSetController:
             return
         for event in result.events:
             self.events.record(state.body, event.type, event.reason, event.message)
-        written = state.status.written = {**previous, **result.status}
-        outcome = await self.kube.patch_status(CUSTOMDAEMONSETS, key[0], key[1], result.status)
+        await self._patch_status(key, state, previous, result.status)
+
+    async def _patch_status(
+        self,
+        key: Key,
+        state: DaemonSetState,
+        previous: Mapping[str, Any],
+        status: dict[str, Any],
+    ) -> None:
+        written = state.status.written = {**previous, **status}
+        outcome = await self.kube.patch_status(CUSTOMDAEMONSETS, key[0], key[1], status)
         if outcome.ok:
             # Remember what we wrote: the watch event with it may come after our next pass.
             state.body = {**state.body, "status": written}

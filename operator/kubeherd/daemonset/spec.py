@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubeherd.daemonset.claims import selector_problems
 from kubeherd.daemonset.pods import template_hash
 
 DEFAULT_HISTORY_LIMIT = 10
@@ -36,6 +37,9 @@ class DaemonSetSpec:
     template_hash: str
     pod_spec: Mapping[str, Any]
     selector: Mapping[str, Any]
+    # Why the API server's ValidateLabelSelector would refuse the selector, or None. The CRD
+    # refuses such selectors now; an object stored before it may still have one.
+    selector_problem: str | None
     # RollingUpdate; False: OnDelete, where a pod changes only when someone deletes it.
     rolling_update: bool
     max_surge: int | str | None
@@ -72,12 +76,14 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
     template = spec.get("template") or {}
     strategy = spec.get("updateStrategy") or {}
     rolling = strategy.get("rollingUpdate") or {}
+    selector = spec.get("selector") or {}
     return DaemonSetSpec(
         generation=int(body["metadata"].get("generation") or 0),
         template=template,
         template_hash=template_hash(template),
         pod_spec=template.get("spec") or {},
-        selector=spec.get("selector") or {},
+        selector=selector,
+        selector_problem="; ".join(selector_problems(selector)) or None,
         rolling_update=strategy.get("type", "RollingUpdate") == "RollingUpdate",
         max_surge=rolling.get("maxSurge"),
         max_unavailable=rolling.get("maxUnavailable"),

@@ -70,6 +70,8 @@ class DaemonSetState:
     history: History = field(default_factory=History)
     rollout: Rollout = field(default_factory=Rollout)
     template: TemplateCheck = field(default_factory=TemplateCheck)
+    # The selector problem an InvalidSelector event was posted for: one event per problem.
+    selector_problem_announced: str | None = None
     status: StatusWrites = field(default_factory=StatusWrites)
     # Pods may need adopting or releasing: after a start, an update of the CustomDaemonSet
     # or a daemon pod's labels changing.

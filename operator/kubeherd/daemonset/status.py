@@ -11,7 +11,9 @@ from kubeherd.daemonset.planning import Summary
 from kubeherd.meta import condition, conditions_by_type
 
 # The condition types this controller sets; it leaves every other type alone.
-OWN_CONDITION_TYPES = frozenset({"Available", "Progressing", "ReplicaFailure", "TemplateValid"})
+OWN_CONDITION_TYPES = frozenset(
+    {"Available", "Progressing", "ReplicaFailure", "TemplateValid", "SelectorValid"}
+)
 
 
 @dataclass(frozen=True)
@@ -148,3 +150,17 @@ def build_status(
     if rollout.collision_count:
         status["collisionCount"] = rollout.collision_count
     return status
+
+
+def refused_selector_status(
+    previous: Mapping[str, Any], *, generation: int, problem: str, now: str
+) -> dict[str, Any]:
+    """The status while the selector is refused: no pass looks at the nodes then, so the
+    counters stay as last written (after a restart nothing would be known to count), and the
+    SelectorValid condition says why."""
+    conditions_before = conditions_by_type(previous)
+    refused = condition(
+        conditions_before, "SelectorValid", "False", "InvalidSelector", problem, generation, now
+    )
+    kept = [dict(c) for type_, c in conditions_before.items() if type_ != "SelectorValid"]
+    return {"observedGeneration": generation, "conditions": [refused, *kept]}

@@ -40,11 +40,13 @@ def judged_valid_before(body: Mapping[str, Any]) -> bool:
     """Whether the status says the template of this generation was accepted already: a status
     for this generation is written only once the API server judged its template, and it carries
     TemplateValid only while the template is refused. A restarted operator then sends no
-    dry-run for templates that already run."""
+    dry-run for templates that already run. A status written while the selector was refused
+    (SelectorValid) says nothing about the template: it was not judged."""
     status = body.get("status") or {}
     if status.get("observedGeneration") != body["metadata"].get("generation"):
         return False
-    return not any(c.get("type") == "TemplateValid" for c in status.get("conditions") or ())
+    unjudged = {"TemplateValid", "SelectorValid"}
+    return not any(c.get("type") in unjudged for c in status.get("conditions") or ())
 
 
 # Who the operator is, once the API server has said (None until it answers).
