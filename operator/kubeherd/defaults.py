@@ -12,3 +12,6 @@ MAX_FAILED_POD_BACKOFF = 900.0
 SCHEDULER_STATUS_INTERVAL = 5.0
 # `kubeherd run --metrics-address`: all interfaces, next to Kopf's liveness endpoint on 8080.
 DEFAULT_METRICS_ADDRESS = "0.0.0.0:8081"
+# The CRD's bound on spec.revisionHistoryLimit: the controller lists and keeps a record of every
+# revision it keeps. The native DaemonSet's default is 10, and nobody rolls back 100 templates.
+MAX_HISTORY_LIMIT = 100

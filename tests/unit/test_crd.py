@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+import yaml
 
 from kubeherd.api.crd import RESOURCES, Resource, render_crd, render_crds_yaml
 from kubeherd.api.customdaemonset import CustomDaemonSet
@@ -200,3 +201,72 @@ def test_the_selector_rules_work_on_bounded_sizes_to_stay_within_the_cel_cost_li
     assert selector["matchLabels"]["additionalProperties"]["maxLength"] == 63
     assert selector["matchExpressions"]["maxItems"] == 32
     assert selector["matchExpressions"]["items"]["properties"]["key"]["maxLength"] == 317
+
+
+def template_schema() -> dict[str, Any]:
+    found: dict[str, Any] = schema()["properties"]["spec"]["properties"]["template"]["properties"]
+    return found
+
+
+def test_what_one_object_makes_kubeherd_keep_is_bounded() -> None:
+    spec = schema()["properties"]["spec"]["properties"]
+    metadata = template_schema()["metadata"]["properties"]
+    pod_spec = template_schema()["spec"]["properties"]
+
+    assert spec["revisionHistoryLimit"]["maximum"] == 100
+    assert metadata["annotations"]["maxProperties"] == 64
+    assert metadata["annotations"]["additionalProperties"]["maxLength"] == 256 * 1024
+    assert metadata["finalizers"]["maxItems"] == 32
+    for field in ("labels", "annotations"):
+        (rule,) = metadata[field]["x-kubernetes-validations"]
+        assert rule["rule"] == "self.all(k, size(k) <= 317)"
+    assert pod_spec["containers"]["maxItems"] == 32
+    assert pod_spec["initContainers"]["maxItems"] == 32
+    assert pod_spec["volumes"]["maxItems"] == 256
+    # Each volume and container is kept as written: only the lists are bounded.
+    assert pod_spec["volumes"]["items"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def example_daemonsets() -> list[dict[str, Any]]:
+    return [
+        document
+        for path in sorted((REPO / "examples").glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if document and document.get("kind") == "CustomDaemonSet"
+    ]
+
+
+def test_every_example_is_within_the_bounds() -> None:
+    examples = example_daemonsets()
+
+    assert examples
+    for example in examples:
+        CustomDaemonSet.model_validate(example)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("revisionHistoryLimit", 101),
+        ("template.spec.containers", [{"name": f"c{i}", "image": "i"} for i in range(33)]),
+        ("template.spec.volumes", [{"name": f"v{i}", "emptyDir": {}} for i in range(257)]),
+    ],
+)
+def test_the_model_refuses_lists_and_numbers_over_a_bound(field: str, value: Any) -> None:
+    body: dict[str, Any] = {
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [{"name": "a", "image": "a"}]},
+            },
+        }
+    }
+    *parents, last = field.split(".")
+    target = body["spec"]
+    for part in parents:
+        target = target[part]
+    target[last] = value
+
+    with pytest.raises(ValueError, match=r"should have at most|less than or equal to"):
+        CustomDaemonSet.model_validate(body)

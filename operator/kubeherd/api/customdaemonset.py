@@ -22,6 +22,7 @@ from kubeherd.api.identifiers import (
     label_key_rule,
 )
 from kubeherd.api.identifiers import LABEL_VALUE as LABEL_VALUE_PATTERN
+from kubeherd.defaults import MAX_HISTORY_LIMIT
 
 PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 INT_OR_STRING: JsonDict = {"x-kubernetes-int-or-string": True}
@@ -35,6 +36,27 @@ LABEL_VALUE: JsonDict = {"type": "string", "maxLength": LABEL_VALUE_LENGTH}
 # two requirements there.
 SELECTOR_VALUE: JsonDict = {**LABEL_VALUE, "pattern": LABEL_VALUE_PATTERN}
 SELECTOR_KEY_MESSAGE = f"must be a label key: {LABEL_KEY_TEXT}"
+# Bounds on what one object makes kubeherd keep and send. Far above what a daemon needs; the
+# API server's own limits (its request and etcd value sizes, 256 KiB of annotations per pod)
+# still apply within them.
+MAX_ANNOTATIONS = 64
+ANNOTATION_VALUE_LENGTH = 256 * 1024
+MAX_FINALIZERS = 32
+MAX_CONTAINERS = 32
+MAX_VOLUMES = 256
+ANNOTATION_VALUE: JsonDict = {"type": "string", "maxLength": ANNOTATION_VALUE_LENGTH}
+
+
+def keys_at_most(length: int) -> JsonDict:
+    """A map whose keys are at most `length` characters: a schema bounds only their number."""
+    return {
+        "x-kubernetes-validations": [
+            {
+                "rule": f"self.all(k, size(k) <= {length})",
+                "message": f"keys must be at most {length} characters",
+            }
+        ]
+    }
 
 
 def list_map(key: str) -> JsonDict:
@@ -213,7 +235,20 @@ class PodSpec(Model):
     model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE)
 
     containers: list[Container] = Field(
-        min_length=1, description="The pod's containers; at least one."
+        min_length=1,
+        max_length=MAX_CONTAINERS,
+        description=f"The pod's containers; at least one, at most {MAX_CONTAINERS}.",
+    )
+    init_containers: list[Container] | None = Field(
+        default=None,
+        max_length=MAX_CONTAINERS,
+        description=f"Containers run to completion, in order, before the others; at most "
+        f"{MAX_CONTAINERS}.",
+    )
+    volumes: list[PassThrough] | None = Field(
+        default=None,
+        max_length=MAX_VOLUMES,
+        description=f"Volumes the containers can mount; at most {MAX_VOLUMES}.",
     )
     node_name: str | None = Field(
         default=None,
@@ -249,14 +284,24 @@ class TemplateMetadata(Model):
             "maxProperties": MAX_LABELS,
             "minProperties": 1,
             "additionalProperties": LABEL_VALUE,
+            **keys_at_most(LABEL_KEY_LENGTH),
         },
     )
     annotations: dict[str, str] | None = Field(
-        default=None, description="Annotations of every daemon pod."
+        default=None,
+        description=f"Annotations of every daemon pod: at most {MAX_ANNOTATIONS}, each value "
+        f"at most {ANNOTATION_VALUE_LENGTH // 1024} KiB.",
+        json_schema_extra={
+            "maxProperties": MAX_ANNOTATIONS,
+            "additionalProperties": ANNOTATION_VALUE,
+            **keys_at_most(LABEL_KEY_LENGTH),
+        },
     )
     finalizers: list[str] | None = Field(
         default=None,
+        max_length=MAX_FINALIZERS,
         description="Finalizers of every daemon pod, copied as the native controller copies them.",
+        json_schema_extra={"items": {"type": "string", "maxLength": LABEL_KEY_LENGTH}},
     )
 
 
@@ -352,7 +397,13 @@ class CustomDaemonSetSpec(Model):
         json_schema_extra={"default": {}},
     )
     revision_history_limit: int = Field(
-        default=10, ge=0, description="How many old template revisions to keep."
+        default=10,
+        ge=0,
+        le=MAX_HISTORY_LIMIT,
+        description=f"How many old template revisions to keep, at most {MAX_HISTORY_LIMIT}: "
+        "kubeherd reads every revision it keeps on each template change, and the native "
+        "DaemonSet's default is 10. An object stored with more before this bound is treated as "
+        f"if it said {MAX_HISTORY_LIMIT}.",
     )
     progress_deadline_seconds: int = Field(
         default=600,
