@@ -134,6 +134,7 @@ class LocalCluster:
         real_node: bool = False,
         image_archives: tuple[Path, ...] = (),
         pause_image: str = "",
+        admission_plugins: tuple[str, ...] = (),
         report: Report = _print_report,
     ) -> None:
         self.folder = folder.resolve()
@@ -143,6 +144,9 @@ class LocalCluster:
         self.with_real_node = real_node
         self.image_archives = image_archives
         self.pause_image = pause_image
+        # Admission plugins kube-apiserver enables besides its defaults (e.g. OpenShift's
+        # OwnerReferencesPermissionEnforcement), for the tests that need a cluster like that.
+        self.admission_plugins = admission_plugins
         self.report = report
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -452,6 +456,11 @@ class LocalCluster:
                 # real node's guard rejects them. API servers outside the pod network (managed
                 # control planes) reach webhooks the same way.
                 "--enable-aggregator-routing=true",
+                *(
+                    [f"--enable-admission-plugins={','.join(self.admission_plugins)}"]
+                    if self.admission_plugins
+                    else []
+                ),
             ],
         )
         self._wait_until("kube-apiserver", self._apiserver_ready, "/readyz")
