@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -281,3 +285,67 @@ def test_an_operator_with_the_webhook_turned_off_deletes_the_configuration_left(
     finally:
         turned_off.stop()
     assert f"deleted ValidatingWebhookConfiguration {CONFIGURATION}" in turned_off.output()
+
+
+def forged_review(url: str, namespace: str) -> tuple[int, dict[str, Any]]:
+    """POST an AdmissionReview as any pod could: about a CustomDaemonSet in `namespace`,
+    unauthenticated, trusting whatever certificate answers."""
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "kind": {"group": "kubeherd.io", "version": "v1alpha1", "kind": "CustomDaemonSet"},
+            "resource": {
+                "group": "kubeherd.io",
+                "version": "v1alpha1",
+                "resource": "customdaemonsets",
+            },
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:admin", "groups": ["system:masters"]},
+            "object": {**valid_cds(), "metadata": {"name": "probe", "namespace": namespace}},
+            "dryRun": False,
+        },
+    }
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    body, headers = json.dumps(review).encode(), {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=body, headers=headers)  # noqa: S310 - https
+    try:
+        with urllib.request.urlopen(request, context=insecure, timeout=10) as response:  # noqa: S310
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {}
+
+
+def test_a_forged_review_learns_nothing_of_another_namespace(
+    webhook: OperatorProcess, kubectl: Kubectl, other_namespace: str
+) -> None:
+    """The webhook's caller is not authenticated (the API server does not present itself), so
+    it answers on a path only the configuration names: a pod that knows the kind's path, but
+    not the configuration, gets no dry-run of a pod in a namespace it cannot read."""
+    kubectl("-n", other_namespace, "create", "quota", "none", "--hard=pods=0")
+    configuration = json.loads(
+        kubectl("get", "validatingwebhookconfiguration", CONFIGURATION, "-o", "json").stdout
+    )
+    (configured,) = (
+        w["clientConfig"]["url"]
+        for w in configuration["webhooks"]
+        if w["name"] == "customdaemonsets.kubeherd.io"
+    )
+    listening = urllib.parse.urlsplit(configured)
+    guessed = f"{listening.scheme}://{listening.netloc}/customdaemonsets.kubeherd.io"
+
+    status, answer = forged_review(guessed, other_namespace)
+
+    assert (status, answer) == (404, {})
+
+    # What the configured path gives away (the namespace's quota) to whoever knows it:
+    def answered() -> str | None:
+        status, answer = forged_review(configured, other_namespace)
+        warnings = answer.get("response", {}).get("warnings") or []
+        return " ".join(warnings) if status == 200 and "quota" in " ".join(warnings) else None
+
+    assert "exceeded quota" in eventually(answered, timeout=20, what="the quota to be counted")

@@ -7,6 +7,8 @@ Pure: the time is an argument; nothing is read or written.
 from __future__ import annotations
 
 import datetime
+import hashlib
+import hmac
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,6 +42,16 @@ class ServingCertificate:
         covered = {str(n) for n in names.get_values_for_type(x509.DNSName)}
         covered |= {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
         return set(hostnames) <= covered
+
+    @property
+    def path_secret(self) -> str:
+        """A URL path segment only the API server (told it by the webhook configuration) and
+        the certificate's holders know. The API server does not authenticate itself to a
+        webhook, so the server answers requests on this path only: a pod that forges an
+        AdmissionReview gets a 404, not a dry-run as the operator. Derived from the key, so
+        every replica sharing the certificate serves the same path, and a new key a new one."""
+        digest = hmac.new(self.key, b"kubeherd webhook path", hashlib.sha256).hexdigest()
+        return digest[:32]
 
 
 def _name(common_name: str) -> x509.Name:

@@ -98,7 +98,7 @@ class ConfigurationKeeper:
     def client_configs(self, url: str) -> dict[str, dict[str, Any]]:
         service = self.options.service
         return {
-            plural: service.client_config(f"/{check}")
+            plural: service.client_config(f"/{self.certificate.path_secret}/{check}")
             if service is not None
             else {"url": f"{url.rstrip('/')}/{check}"}
             for plural, check in CHECKS.items()
@@ -170,6 +170,8 @@ async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServe
         keeper,
         addr=host or None,  # None: every interface
         port=port or None,
+        # Kopf serves POSTs under this path only (the URL it reports includes it).
+        path=f"/{certificate.path_secret}",
         host=reachable_host(host),
         cadata=certificate.ca,
         certfile=certfile,
