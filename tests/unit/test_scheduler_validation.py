@@ -47,7 +47,7 @@ def test_a_scheduler_name_used_by_another_profile_is_refused_naming_it() -> None
     verdict = validate_spec(
         {"profiles": [{"schedulerName": "packer"}]},
         custom_image=False,
-        taken_names={"packer": "ops/packing"},
+        taken_names={"packer": "SchedulerProfile ops/packing"},
     )
 
     (problem,) = verdict.errors

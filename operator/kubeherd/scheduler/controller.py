@@ -600,7 +600,8 @@ def profile_verdict(body: Mapping[str, Any], claims: Iterable[Claim]) -> Verdict
     spec: Mapping[str, Any] = body.get("spec") or {}
     lock = lease_lock(spec, str(metadata["name"]), str(metadata.get("namespace") or ""))
     taken = names_taken_before(claims, claims_of(body))
-    verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=taken)
+    holders = {name: holder_seen_from(owner, metadata) for name, owner in taken.items()}
+    verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=holders)
     verdict.errors += lock_problems(lock)
     if metadata["name"] == "default":
         # Stored before the CRD refused it: its ServiceAccount would be the namespace's default.
@@ -608,17 +609,27 @@ def profile_verdict(body: Mapping[str, Any], claims: Iterable[Claim]) -> Verdict
     # CEL cannot see the resource's namespace: the API server lets this through.
     if elsewhere := foreign_lock_namespace(spec, str(metadata.get("namespace") or "")):
         verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
-    lock_holder = taken.get(lease_claim(lock))
+    lock_holder = holders.get(lease_claim(lock))
     if lock_holder:
         verdict.errors.append(
             Problem(
                 "spec.leaderElection.resourceName",
-                f"{lease_claim(lock)} is the lock of SchedulerProfile {lock_holder}: "
+                f"{lease_claim(lock)} is the lock of {lock_holder}: "
                 "two schedulers on one Lease take turns, one always idle; choose another "
                 "resourceName",
             )
         )
     return verdict
+
+
+def holder_seen_from(owner: str, metadata: Mapping[str, Any]) -> str:
+    """Another SchedulerProfile (`namespace/name`), as a refusal may name it to this one's
+    author: by name in the same namespace; elsewhere only as being elsewhere, since scheduler
+    names are cluster-wide but the author may not read that namespace."""
+    namespace = owner.partition("/")[0]
+    if namespace == metadata.get("namespace"):
+        return f"SchedulerProfile {owner}"
+    return "a SchedulerProfile in another namespace"
 
 
 def claims_of(body: Mapping[str, Any]) -> list[Claim]:

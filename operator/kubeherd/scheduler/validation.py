@@ -268,7 +268,7 @@ def validate_spec(
     taken_names: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Check a SchedulerProfile's spec. `taken_names` maps the scheduler names of the other
-    SchedulerProfiles to the resource using them (`namespace/name`).
+    SchedulerProfiles to the resource using them, as the message names it.
 
     Never raises: plugin args pass the API server unchecked (preserve-unknown-fields), and a
     value of a shape the checks do not expect (a string where kube-scheduler decodes an
@@ -304,9 +304,8 @@ def _check_spec(
             verdict.errors.append(
                 Problem(
                     f"{where}.schedulerName",
-                    f"{name} is already the scheduler name of SchedulerProfile "
-                    f"{taken_names[name]}: two schedulers with one name would both bind its "
-                    "pods; pick another name",
+                    f"{name} is already the scheduler name of {taken_names[name]}: two "
+                    "schedulers with one name would both bind its pods; pick another name",
                 )
             )
         plugins = profile.get("plugins") or {}
