@@ -52,6 +52,10 @@ MAX_RETRY_AFTER = 30.0
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=90.0)
 LIST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=60.0)
 WATCH_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=WATCH_SECONDS + 60.0)
+# Objects per page of a LIST (the reflector's pages are its own). A ControllerRevision holds a
+# whole pod template, which a tenant can make a megabyte: those come fewer at a time.
+LIST_PAGE_SIZE = 100
+REVISION_PAGE_SIZE = 10
 # A review: a scraper waits for it, and gives up after its own scrape timeout (10 s by default).
 REVIEW_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
 
@@ -240,10 +244,13 @@ class Kube:
         content_type: str = "application/json",
         with_version: bool = False,
     ) -> Outcome:
-        data = _encode(body)
         for attempt in range(MAX_THROTTLED_ATTEMPTS):
             await self._bucket.acquire()
             async with self._slots:
+                # Encoded in the slot, and dropped with it: writes waiting for a slot (every
+                # CustomDaemonSet's pass has its own in flight) hold their objects, not also
+                # their bytes.
+                data = _encode(body)
                 try:
                     response = await self._call(
                         method, path, query=query, data=data, content_type=content_type
@@ -254,6 +261,8 @@ class Kube:
                         response.release()
                 except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
                     return Outcome(status=0, message=f"request failed: {error}")
+                finally:
+                    del data
             if response.status == 429 and attempt + 1 < MAX_THROTTLED_ATTEMPTS:
                 API_RETRIES.labels(request_verb(method, path, query), "throttled").inc()
                 # Throttled by the server's priority and fairness: wait as long as it asks,
@@ -364,8 +373,29 @@ class Kube:
         self, kind: Kind, label_selector: str, namespace: str | None = None
     ) -> list[dict[str, Any]]:
         """Objects of `kind` with the labels, in `namespace` or (None) in all of them."""
-        listing = await self._read(kind.path(namespace), [("labelSelector", label_selector)])
-        return list((listing or {}).get("items") or [])
+        return [
+            item async for page in self.list_pages(kind, label_selector, namespace) for item in page
+        ]
+
+    async def list_pages(
+        self,
+        kind: Kind,
+        label_selector: str,
+        namespace: str | None = None,
+        page_size: int = LIST_PAGE_SIZE,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """The same objects, `page_size` at a time: a caller that keeps less than each object
+        never holds more than one page of them, however many there are."""
+        token = ""
+        while True:
+            query = [("labelSelector", label_selector), ("limit", str(page_size))]
+            if token:
+                query.append(("continue", token))
+            listing = await self._read(kind.path(namespace), query, timeout=LIST_TIMEOUT) or {}
+            yield list(listing.get("items") or [])
+            token = str((listing.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return
 
     async def apply(self, manifest: Mapping[str, Any]) -> Outcome:
         """Server-side apply as kubeherd's field manager. Forced: callers apply only objects
@@ -448,6 +478,11 @@ class Kube:
         self, namespace: str, label_selector: str
     ) -> list[dict[str, Any]]:
         return await self.list_objects(_REVISIONS, label_selector, namespace)
+
+    def controller_revision_pages(
+        self, namespace: str, label_selector: str
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        return self.list_pages(_REVISIONS, label_selector, namespace, REVISION_PAGE_SIZE)
 
     async def get_controller_revision(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.get_object(_REVISIONS, namespace, name)
