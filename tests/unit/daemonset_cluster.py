@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -20,6 +20,8 @@ from kubeherd.daemonset.state import Key
 from kubeherd.kube.client import DryRun, Kind, Kube, Outcome, WriteLimits
 from kubeherd.meta import iso_time
 from tests.unit.virtual_time import wall_clock
+
+REVISION_PAGE_SIZE = 2
 
 NAMESPACE = "ops"
 
@@ -63,6 +65,9 @@ class FakeCluster:
         self.writes: list[Write] = []
         self.events: list[PostedEvent] = []
         self.dry_runs = 0
+        # Revision LISTs read (each a page at a time), and the revisions read one by one.
+        self.revision_pages_read = 0
+        self.revisions_read: list[str] = []
         # What the controller reads of the client's limits; and, when set, how long a create
         # takes to be answered, with the most creates seen waiting for an answer at once.
         self.limits = WriteLimits(max_concurrent=4)
@@ -228,7 +233,19 @@ class FakeCluster:
             if matches(body["metadata"].get("labels") or {}, label_selector)
         ]
 
+    async def controller_revision_pages(
+        self, namespace: str, label_selector: str
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Two revisions a page, as a LIST with a small limit pages them."""
+        found = await self.list_controller_revisions(namespace, label_selector)
+        self.revision_pages_read += 1
+        for start in range(0, len(found), REVISION_PAGE_SIZE):
+            yield found[start : start + REVISION_PAGE_SIZE]
+        if not found:
+            yield []
+
     async def get_controller_revision(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.revisions_read.append(name)
         return copy.deepcopy(self.revisions.get(name))
 
     async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:

@@ -285,6 +285,13 @@ def test_a_node_the_partition_keeps_back_gets_a_pod_of_the_previous_revision() -
     run_virtually(scenario)
     assert cluster.images() == {"n1": NEW, "n2": NEW, "n3": OLD}
     assert cluster.condition("Progressing")["reason"] == "PartitionRolledOut"
+    # The previous template is not kept: it was read from its ControllerRevision for the pod.
+    (old_revision,) = [
+        name
+        for name, revision in cluster.revisions.items()
+        if revision["data"]["spec"]["template"]["spec"]["containers"][0]["image"] == OLD
+    ]
+    assert old_revision in cluster.revisions_read
 
 
 def test_minready_seconds_wakes_the_controller_when_a_pod_turns_available() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from kubeherd.daemonset.pods import template_hash
 from kubeherd.daemonset.revisions import (
     Revision,
+    RevisionRecord,
     build_revision,
     decide_revision,
     owned_revisions,
@@ -119,3 +120,28 @@ def test_pruning_keeps_everything_within_the_limit_and_never_the_current_one() -
 
     assert revisions_to_prune(history, history[-1].hash, 2, set()) == []
     assert [r.number for r in revisions_to_prune(history, history[0].hash, 0, set())] == [2, 3]
+
+
+def record(image: str, number: int, collision_count: int = 0) -> RevisionRecord:
+    hash_ = revision_hash(template(image), collision_count)
+    body = build_revision(CDS, template(image), hash_, number)
+    body["metadata"]["uid"] = f"uid-{number}"
+    return RevisionRecord.from_body(body)
+
+
+def test_a_kept_record_has_no_template_but_tells_the_same_one_from_another() -> None:
+    kept = record("agent:1", 1)
+
+    assert not hasattr(kept, "template")
+    assert decide_revision([kept], template("agent:1"), 0).create is None
+    assert decide_revision([kept], template("agent:2"), 0).create == 2
+
+
+def test_a_record_whose_hash_holds_another_template_is_a_collision() -> None:
+    taken = record("agent:1", 1)
+    impostor = RevisionRecord(taken.name, "uid-x", taken.hash, 1, record("agent:9", 1).digest)
+
+    decision = decide_revision([impostor], template("agent:1"), 0)
+
+    assert decision.collision_count == 1
+    assert decision.create == 2

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubeherd.daemonset.history import prune_history, record_revision
+from kubeherd.daemonset.history import kept_back_templates, prune_history, record_revision
 from kubeherd.daemonset.passes import NodeView, PassInput, PassPlan, plan_pass
 from kubeherd.daemonset.pods import KIND
 from kubeherd.daemonset.report import ReportInput, report
-from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
+from kubeherd.daemonset.spec import DaemonSetSpec, kept_body, parse_spec
 from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
 from kubeherd.daemonset.status import refused_selector_status
 from kubeherd.daemonset.template_check import (
@@ -93,11 +93,13 @@ class DaemonSetController:
         state = self._states.get(key)
         if state is None:
             pacing = Pacing(Backoff(self.max_create_backoff), self.max_failed_pod_backoff)
-            state = self._states[key] = DaemonSetState(body, parse_spec(body), pacing)
+            state = self._states[key] = DaemonSetState(kept_body(body), parse_spec(body), pacing)
         own_write = state.status.own(body, state.body)
         if body["metadata"].get("generation") != state.body["metadata"].get("generation"):
             state.spec = parse_spec(body)
-        state.body = body
+        # Not the body itself: its template is in the spec, compactly, and the rest of it
+        # (managed fields, kubectl's last-applied annotation) is read by nothing.
+        state.body = kept_body(body)
         # Our own status writes come back as events too and change nothing. Anything else (a
         # new spec, a status someone else wrote, labels) gets a full pass, as the native
         # controller re-syncs on every update: what it owns is written again if it differs.
@@ -160,7 +162,7 @@ class DaemonSetController:
             retry = await judge_template(
                 self.kube,
                 self.events,
-                state.body,
+                {**state.body, "spec": {**state.body["spec"], "template": spec.template}},
                 spec.template_hash,
                 state.template,
                 self.operator,
@@ -279,13 +281,20 @@ class DaemonSetController:
         state.rollout.rolling, state.rollout.deleted = plan.rolling, plan.rollout_deleted
         now = self.clock()
         await delete_pods(self.kube, self.events, state.body, state.pacing, plan.deletes, now)
+        kept_back = {create.revision for create in plan.creates} - {state.history.revision}
+        templates = (
+            await kept_back_templates(self.kube, key[0], state.history, kept_back)
+            if kept_back
+            else {}
+        )
+        spec = state.spec
         failure = await create_pods(
             self.kube,
             self.events,
             state.body,
             state.pacing,
             plan.creates,
-            pod_builder(state.body, state.history),
+            pod_builder(state.body, state.history, lambda: spec.template, templates),
             self.clock,
             self.kube.limits.max_concurrent,
         )

@@ -19,11 +19,14 @@ from kubeherd.daemonset.claims import (
 from kubeherd.daemonset.planning import NodeRecord
 from kubeherd.daemonset.pods import KIND, OWNER_LABEL
 from kubeherd.daemonset.revisions import (
-    Revision,
+    RevisionFacts,
+    RevisionRecord,
     build_revision,
+    controlled_by,
     decide_revision,
-    owned_revisions,
+    in_order,
     revision_name,
+    revision_template,
     revisions_to_prune,
 )
 from kubeherd.events import EventRecorder
@@ -42,10 +45,10 @@ class History:
     """The CustomDaemonSet's revisions and which one its current template is."""
 
     revision: str = ""
-    revisions: tuple[Revision, ...] = ()
+    revisions: tuple[RevisionRecord, ...] = ()
     collision_count: int = 0
 
-    def previous(self, current_revision_name: str) -> Revision | None:
+    def previous(self, current_revision_name: str) -> RevisionRecord | None:
         """The revision a partition keeps nodes on: the last one every node ran."""
         for revision in self.revisions:
             if revision.name == current_revision_name and revision.hash != self.revision:
@@ -61,8 +64,8 @@ async def record_revision(
     uid = body["metadata"]["uid"]
     collision_count = int((body.get("status") or {}).get("collisionCount") or 0)
     for _attempt in range(MAX_ATTEMPTS):
-        bodies = await claimed_revisions(kube, body)
-        decision = decide_revision(owned_revisions(bodies, uid), template, collision_count)
+        records = await claimed_revisions(kube, body)
+        decision = decide_revision(records, template, collision_count)
         collision_count = decision.collision_count
         outcome = Outcome(200)
         if decision.create is not None:
@@ -74,7 +77,7 @@ async def record_revision(
                 existing = await kube.get_controller_revision(
                     namespace, revision_name(name, decision.hash)
                 )
-                if existing is not None and not owned_revisions([existing], uid):
+                if existing is not None and not controlled_by(existing, uid):
                     collision_count += 1
                 continue
         elif decision.renumber is not None:
@@ -99,45 +102,73 @@ async def record_revision(
             )
             raise KubeError(outcome)
         if decision.create is not None or decision.renumber is not None:
-            bodies = await claimed_revisions(kube, body)
-        return History(decision.hash, tuple(owned_revisions(bodies, uid)), collision_count)
+            records = await claimed_revisions(kube, body)
+        return History(decision.hash, tuple(records), collision_count)
     raise RuntimeError(f"no free ControllerRevision name for {namespace}/{name}")
 
 
-async def claimed_revisions(kube: Kube, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The CustomDaemonSet's revisions: the ones it controls, found by its own label or by its
-    selector (a revision labelled the native way), and orphans matching its selector, which it
-    adopts as the native controller does."""
+async def claimed_revisions(kube: Kube, body: Mapping[str, Any]) -> list[RevisionRecord]:
+    """The CustomDaemonSet's revisions, oldest first: the ones it controls, found by its own
+    label or by its selector (a revision labelled the native way), and orphans matching its
+    selector, which it adopts as the native controller does. Read a page at a time, and only
+    records are kept: a revision holds a whole template, and a tenant can make many."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     uid = body["metadata"]["uid"]
     selector = selector_text((body.get("spec") or {}).get("selector") or {})
-    by_uid: dict[str, dict[str, Any]] = {}
-    orphans: list[dict[str, Any]] = []
-    for query in (f"{OWNER_LABEL}={name}", selector):
-        for found in await kube.list_controller_revisions(namespace, query):
-            owner = controller_uid(found)
-            if owner == uid:
-                by_uid[found["metadata"]["uid"]] = found
-            elif owner is None and query == selector and revision_adoptable(found):
-                orphans.append(found)
     reference = controller_reference(body, KIND)
-    for orphan in orphans:
-        metadata = orphan["metadata"]
-        outcome = await kube.patch_object(
-            REVISION_KIND, namespace, metadata["name"], adoption_patch(orphan, reference, name)
-        )
-        if outcome.ok:
-            logger.info("%s/%s: adopted %s", namespace, name, metadata["name"])
-            owners = [*(metadata.get("ownerReferences") or []), reference]
-            by_uid[metadata["uid"]] = {
-                **orphan,
-                "metadata": {**metadata, "ownerReferences": owners},
-            }
-    return list(by_uid.values())
+    by_uid: dict[str, RevisionRecord] = {}
+    for query in (f"{OWNER_LABEL}={name}", selector):
+        async for page in kube.controller_revision_pages(namespace, query):
+            for found in page:
+                owner = controller_uid(found)
+                adopted = (
+                    owner is None
+                    and query == selector
+                    and revision_adoptable(found)
+                    and await _adopt(kube, namespace, name, found, reference)
+                )
+                if owner == uid or adopted:
+                    by_uid[found["metadata"]["uid"]] = RevisionRecord.from_body(found)
+    return in_order(by_uid.values())
+
+
+async def _adopt(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    orphan: Mapping[str, Any],
+    reference: Mapping[str, Any],
+) -> bool:
+    metadata = orphan["metadata"]
+    outcome = await kube.patch_object(
+        REVISION_KIND, namespace, metadata["name"], adoption_patch(orphan, reference, name)
+    )
+    if outcome.ok:
+        logger.info("%s/%s: adopted %s", namespace, name, metadata["name"])
+    return outcome.ok
+
+
+async def kept_back_templates(
+    kube: Kube, namespace: str, history: History, hashes: set[str]
+) -> dict[str, dict[str, Any]]:
+    """The templates of these older revisions, read from their ControllerRevisions: only
+    their digests are kept, and nodes a partition keeps back need one only to get a pod."""
+    templates: dict[str, dict[str, Any]] = {}
+    for revision in history.revisions:
+        if revision.hash in hashes and revision.hash != history.revision:
+            found = await kube.get_controller_revision(namespace, revision.name)
+            if found is None:
+                raise KubeError(Outcome(404, f"ControllerRevision {revision.name} not found"))
+            templates[revision.hash] = revision_template(found)
+    return templates
 
 
 async def _recreate_revision(
-    kube: Kube, body: Mapping[str, Any], template: Mapping[str, Any], old: Revision, number: int
+    kube: Kube,
+    body: Mapping[str, Any],
+    template: Mapping[str, Any],
+    old: RevisionFacts,
+    number: int,
 ) -> Outcome:
     namespace = body["metadata"]["namespace"]
     outcome = await kube.delete_controller_revision(namespace, old.name, old.uid)

@@ -26,8 +26,14 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _DIGEST_LENGTH = 10
 
 
-def _digest(text: str) -> str:
-    number = int.from_bytes(hashlib.sha256(text.encode()).digest(), "big")
+def canonical_json(value: Any) -> bytes:
+    """JSON with sorted keys and no spaces: equal data always gives equal bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def canonical_hash(data: bytes) -> str:
+    """The template hash of a template's canonical JSON (`canonical_json`)."""
+    number = int.from_bytes(hashlib.sha256(data).digest(), "big")
     chars = []
     for _ in range(_DIGEST_LENGTH):
         number, index = divmod(number, len(_ALPHABET))
@@ -36,7 +42,7 @@ def _digest(text: str) -> str:
 
 
 def template_hash(template: Mapping[str, Any]) -> str:
-    return _digest(json.dumps(template, sort_keys=True, separators=(",", ":")))
+    return canonical_hash(canonical_json(template))
 
 
 # What the API server's generateName keeps of a base name, so that the pod name with its suffix

@@ -17,7 +17,7 @@ from kubeherd.daemonset.planning import (
     pods_holding_up,
     summarize,
 )
-from kubeherd.daemonset.revisions import Revision, revision_name
+from kubeherd.daemonset.revisions import RevisionFacts, revision_name
 from kubeherd.daemonset.spec import DaemonSetSpec
 from kubeherd.daemonset.status import RolloutView, build_status, progressing
 from kubeherd.meta import iso_time, status_changed
@@ -75,7 +75,7 @@ class ReportInput:
     spec: DaemonSetSpec
     ledger: Mapping[str, NodeRecord]
     revision: str
-    revisions: Sequence[Revision]
+    revisions: Sequence[RevisionFacts]
     collision_count: int
     kept_back: int
     previous: Mapping[str, Any]

@@ -10,11 +10,18 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, template_hash
+from kubeherd.daemonset.pods import (
+    KIND,
+    OWNER_LABEL,
+    REVISION_LABEL,
+    canonical_json,
+    template_hash,
+)
 from kubeherd.meta import controller_reference
 
 CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
@@ -34,13 +41,66 @@ def revision_name(cds_name: str, hash_: str) -> str:
     return f"{cds_name}-{hash_}"
 
 
+def template_digest(template: Mapping[str, Any]) -> str:
+    """A digest that is equal for two templates exactly when they are: it stands in for a kept
+    revision's template, which can be large, where only its equality matters."""
+    return hashlib.sha256(canonical_json(template)).hexdigest()
+
+
+class RevisionFacts(Protocol):
+    """What deciding, reporting and pruning read of a revision."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def number(self) -> int: ...
+    @property
+    def digest(self) -> str: ...
+
+
+AnyRevision = TypeVar("AnyRevision", bound=RevisionFacts)
+
+
+@dataclass(frozen=True)
+class RevisionRecord:
+    """What the controller keeps of a ControllerRevision: its template's digest, not the
+    template. A node a partition keeps back gets the template read again (history.py)."""
+
+    name: str
+    uid: str
+    hash: str
+    number: int
+    digest: str
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RevisionRecord:
+        metadata = body.get("metadata") or {}
+        return cls(
+            name=metadata.get("name", ""),
+            uid=metadata.get("uid", ""),
+            hash=(metadata.get("labels") or {}).get(REVISION_LABEL, ""),
+            number=int(body.get("revision") or 0),
+            digest=template_digest(revision_template(body)),
+        )
+
+
 @dataclass(frozen=True)
 class Revision:
+    """A ControllerRevision with its template, as `kubeherd rollouts` shows and restores it."""
+
     name: str
     uid: str
     hash: str
     number: int
     template: Mapping[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return template_digest(self.template)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Revision:
@@ -60,14 +120,19 @@ def revision_template(body: Mapping[str, Any]) -> dict[str, Any]:
     return template
 
 
+def controlled_by(body: Mapping[str, Any], owner_uid: str) -> bool:
+    """Whether this CustomDaemonSet (not a deleted namesake) is the revision's controller."""
+    references = (body.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("uid") == owner_uid for ref in references)
+
+
+def in_order(revisions: Iterable[AnyRevision]) -> list[AnyRevision]:
+    return sorted(revisions, key=lambda revision: (revision.number, revision.name))
+
+
 def owned_revisions(bodies: Iterable[Mapping[str, Any]], owner_uid: str) -> list[Revision]:
-    """The revisions whose controller is this CustomDaemonSet (not a deleted namesake's)."""
-    owned = []
-    for body in bodies:
-        references = (body.get("metadata") or {}).get("ownerReferences") or []
-        if any(ref.get("controller") and ref.get("uid") == owner_uid for ref in references):
-            owned.append(Revision.from_body(body))
-    return sorted(owned, key=lambda revision: (revision.number, revision.name))
+    """The revisions whose controller is this CustomDaemonSet, oldest first."""
+    return in_order(Revision.from_body(body) for body in bodies if controlled_by(body, owner_uid))
 
 
 def build_revision(
@@ -104,22 +169,23 @@ class RevisionDecision:
     collision_count: int
     # Exactly one of these is set, or neither when the newest revision already is this template.
     create: int | None = None
-    renumber: tuple[Revision, int] | None = None
+    renumber: tuple[RevisionFacts, int] | None = None
 
 
 def decide_revision(
-    revisions: Iterable[Revision], template: Mapping[str, Any], collision_count: int
+    revisions: Iterable[RevisionFacts], template: Mapping[str, Any], collision_count: int
 ) -> RevisionDecision:
     """Find or plan the revision of `template`. A revision of that name holding a different
     template is a hash collision: count it and hash again, as the native controller does."""
     by_hash = {revision.hash: revision for revision in revisions}
     newest = max((revision.number for revision in by_hash.values()), default=0)
+    digest = template_digest(template)
     while True:
         hash_ = revision_hash(template, collision_count)
         existing = by_hash.get(hash_)
         if existing is None:
             return RevisionDecision(hash_, collision_count, create=newest + 1)
-        if existing.template == template:
+        if existing.digest == digest:
             if existing.number < newest:
                 return RevisionDecision(hash_, collision_count, renumber=(existing, newest + 1))
             return RevisionDecision(hash_, collision_count)
@@ -127,8 +193,8 @@ def decide_revision(
 
 
 def revisions_to_prune(
-    revisions: Iterable[Revision], current_hash: str, limit: int, live_hashes: set[str]
-) -> list[Revision]:
+    revisions: Iterable[AnyRevision], current_hash: str, limit: int, live_hashes: set[str]
+) -> list[AnyRevision]:
     """Old revisions beyond `limit`, oldest first, never the current one nor one a pod runs."""
     old = sorted(
         (revision for revision in revisions if revision.hash != current_hash),

@@ -6,13 +6,16 @@ Pure: a body in, a frozen value out.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.claims import selector_problems
-from kubeherd.daemonset.pods import template_hash
+from kubeherd.daemonset.pods import canonical_hash, canonical_json
+from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION
+from kubeherd.defaults import MAX_HISTORY_LIMIT
 
 DEFAULT_HISTORY_LIMIT = 10
 DEFAULT_PROGRESS_DEADLINE = 600
@@ -30,11 +33,22 @@ def resolve_budget(value: int | str | None, desired: int, default: int) -> int:
     return max(0, int(text))
 
 
+# What placement reads of the pod spec (eligibility, the status's nodeSelector); affinity is
+# kept with its nodeAffinity only.
+PLACEMENT_FIELDS = ("nodeName", "nodeSelector", "tolerations", "hostNetwork")
+# What the controller keeps of a CustomDaemonSet's metadata: names, identity, the generation and
+# version its status writes are checked against, and what metrics and revisions show.
+KEPT_METADATA = ("name", "namespace", "uid", "generation", "resourceVersion", "creationTimestamp")
+
+
 @dataclass(frozen=True)
 class DaemonSetSpec:
     generation: int
-    template: Mapping[str, Any]
+    # The pod template as canonical JSON: a tenant's template can be large, and as Python
+    # objects it takes several times its size. It is decoded only to build pods or a revision.
+    template_json: bytes
     template_hash: str
+    # The pod spec's placement fields (PLACEMENT_FIELDS), all that passes read of it.
     pod_spec: Mapping[str, Any]
     selector: Mapping[str, Any]
     # Why the API server's ValidateLabelSelector would refuse the selector, or None. The CRD
@@ -49,6 +63,12 @@ class DaemonSetSpec:
     min_ready_seconds: int
     history_limit: int
     progress_deadline: int
+
+    @property
+    def template(self) -> dict[str, Any]:
+        """The pod template, decoded afresh: the caller may keep or change it."""
+        decoded: dict[str, Any] = json.loads(self.template_json)
+        return decoded
 
     @property
     def surge(self) -> bool:
@@ -71,17 +91,45 @@ class DaemonSetSpec:
         return f"maxUnavailable {1 if self.max_unavailable is None else self.max_unavailable}"
 
 
+def placement(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a pod spec that say which nodes are eligible."""
+    kept = {field: pod_spec[field] for field in PLACEMENT_FIELDS if field in pod_spec}
+    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity is not None:
+        kept["affinity"] = {"nodeAffinity": node_affinity}
+    return kept
+
+
+def kept_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What the controller keeps of a CustomDaemonSet between passes: the body without its pod
+    template (the spec keeps that, compactly), its managed fields, and annotations other than
+    the change cause (`kubectl apply` leaves the whole object in one)."""
+    metadata = body["metadata"]
+    kept_metadata = {key: metadata[key] for key in KEPT_METADATA if key in metadata}
+    cause = (metadata.get("annotations") or {}).get(CHANGE_CAUSE_ANNOTATION)
+    if cause:
+        kept_metadata["annotations"] = {CHANGE_CAUSE_ANNOTATION: cause}
+    kept = {key: body[key] for key in ("apiVersion", "kind", "status") if key in body}
+    spec = body.get("spec") or {}
+    return {
+        **kept,
+        "metadata": kept_metadata,
+        "spec": {key: value for key, value in spec.items() if key != "template"},
+    }
+
+
 def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
     spec = body.get("spec") or {}
     template = spec.get("template") or {}
     strategy = spec.get("updateStrategy") or {}
     rolling = strategy.get("rollingUpdate") or {}
     selector = spec.get("selector") or {}
+    template_json = canonical_json(template)
     return DaemonSetSpec(
         generation=int(body["metadata"].get("generation") or 0),
-        template=template,
-        template_hash=template_hash(template),
-        pod_spec=template.get("spec") or {},
+        template_json=template_json,
+        template_hash=canonical_hash(template_json),
+        pod_spec=placement(template.get("spec") or {}),
         selector=selector,
         selector_problem="; ".join(selector_problems(selector)) or None,
         rolling_update=strategy.get("type", "RollingUpdate") == "RollingUpdate",
@@ -90,6 +138,9 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
         partition=int(rolling.get("partition") or 0),
         paused=bool(spec.get("paused")),
         min_ready_seconds=int(spec.get("minReadySeconds") or 0),
-        history_limit=int(spec.get("revisionHistoryLimit", DEFAULT_HISTORY_LIMIT)),
+        # An object stored before the CRD bounded the limit keeps its value: it gets the bound.
+        history_limit=min(
+            int(spec.get("revisionHistoryLimit", DEFAULT_HISTORY_LIMIT)), MAX_HISTORY_LIMIT
+        ),
         progress_deadline=int(spec.get("progressDeadlineSeconds") or DEFAULT_PROGRESS_DEADLINE),
     )

@@ -237,18 +237,29 @@ async def claim_pods(
 
 
 def pod_builder(
-    body: Mapping[str, Any], history: History
+    body: Mapping[str, Any],
+    history: History,
+    template: Callable[[], Mapping[str, Any]],
+    kept_back: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Callable[[PlannedCreate], dict[str, Any]]:
-    """Builds each planned create's pod from its revision's template: the current one, or the
-    previous one for a node a partition keeps back."""
-    current = DaemonPodMaker.of(body, history.revision)
-    makers = {current.revision: current}
-    others = {revision.hash: revision for revision in history.revisions}
+    """Builds each planned create's pod from its revision's template: the current one, which
+    `template` gives (only once a pod is built), or by its hash one of `kept_back`
+    (`history.kept_back_templates`) for a node a partition keeps back."""
+    makers: dict[str, DaemonPodMaker] = {}
+    others = {
+        history.revision: template,
+        **{hash_: _given(t) for hash_, t in (kept_back or {}).items()},
+    }
 
     def build(create: PlannedCreate) -> dict[str, Any]:
         if create.revision not in makers:
-            kept = others[create.revision]
-            makers[create.revision] = DaemonPodMaker.of(body, kept.hash, kept.template)
+            makers[create.revision] = DaemonPodMaker.of(
+                body, create.revision, others[create.revision]()
+            )
         return makers[create.revision].pod(create.node)
 
     return build
+
+
+def _given(template: Mapping[str, Any]) -> Callable[[], Mapping[str, Any]]:
+    return lambda: template
