@@ -239,7 +239,12 @@ def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
         "services": [("kh-kubeherd-metrics", "metrics")],
         "monitoring": [],
     }
-    scheduler_monitor = render_chart(binaries, "--set", "schedulerProfiles.podMonitor.enabled=true")
+    scheduler_monitor = render_chart(
+        binaries,
+        "--set=schedulerProfiles.podMonitor.enabled=true",
+        "--set=schedulerProfiles.namespaces={kube-system}",
+        "--set=schedulerProfiles.podMonitor.scrapeClass=kube-scheduler",
+    )
     assert metrics_parts(scheduler_monitor)["monitoring"] == ["PodMonitor"]
     (reader,) = (
         d

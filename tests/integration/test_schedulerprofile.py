@@ -120,7 +120,7 @@ def test_a_schedulerprofile_rolls_out_its_configuration_rbac_and_deployment(
     policy = client.NetworkingV1Api(api_client).read_namespaced_network_policy(
         "two-profiles", namespace
     )
-    assert policy.spec.pod_selector.match_labels == template.metadata.labels
+    assert policy.spec.pod_selector.match_labels == deployment.spec.selector.match_labels
     assert len(owned_by_uid(api_client, uid)) == 9
     created = {e.message for e in schedulerprofiles.events("two-profiles", "Created")}
     assert f"created Deployment {namespace}/two-profiles" in created

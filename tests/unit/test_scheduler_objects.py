@@ -208,7 +208,8 @@ def test_config_maps_in_use_are_those_any_template_mounts() -> None:
 
 
 def test_standbys_spread_over_nodes_surely_and_over_zones_if_they_can() -> None:
-    pod = deployment({"replicas": 3}, OWNER, image="img", config_hash="abc")["spec"]["template"]
+    manifest = deployment({"replicas": 3}, OWNER, image="img", config_hash="abc")
+    pod = manifest["spec"]["template"]
 
     spread = pod["spec"]["topologySpreadConstraints"]
     assert [(c["topologyKey"], c["whenUnsatisfiable"], c["maxSkew"]) for c in spread] == [
@@ -216,7 +217,7 @@ def test_standbys_spread_over_nodes_surely_and_over_zones_if_they_can() -> None:
         ("topology.kubernetes.io/zone", "ScheduleAnyway", 1),
     ]
     for constraint in spread:
-        assert constraint["labelSelector"] == {"matchLabels": pod["metadata"]["labels"]}
+        assert constraint["labelSelector"] == manifest["spec"]["selector"]
         # Per ReplicaSet: a rollout's new pods spread among themselves.
         assert constraint["matchLabelKeys"] == ["pod-template-hash"]
         # A node the pods may not use is no domain: one eligible node takes every replica.

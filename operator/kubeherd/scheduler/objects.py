@@ -30,6 +30,7 @@ from kubeherd.scheduler.plugins import KUBE_SCHEDULER_VERSION
 
 KIND = "SchedulerProfile"
 OWNER_UID_LABEL = "kubeherd.io/schedulerprofile-uid"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 CONFIG_HASH_ANNOTATION = "kubeherd.io/config-hash"
 # The hash of the manifest kubeherd applied: equal means there is nothing to write. A label, not
 # an annotation: `kubectl rollout undo` replaces a Deployment's annotations with the old
@@ -206,10 +207,17 @@ def selector_labels(owner: Owner) -> dict[str, str]:
     return {"app.kubernetes.io/name": "kube-scheduler", "app.kubernetes.io/instance": owner.name}
 
 
+def pod_labels(owner: Owner) -> dict[str, str]:
+    """The scheduler pods' labels: the selector's, and kubeherd's mark, which the chart's
+    PodMonitor also selects on so that another tool's kube-scheduler pods in the same namespace
+    are not sent its token. Not in the selector: a Deployment's selector cannot change."""
+    return {**selector_labels(owner), MANAGED_BY_LABEL: "kubeherd"}
+
+
 def _labels(owner: Owner) -> dict[str, str]:
     return {
         **selector_labels(owner),
-        "app.kubernetes.io/managed-by": "kubeherd",
+        MANAGED_BY_LABEL: "kubeherd",
         OWNER_UID_LABEL: owner.uid,
     }
 
@@ -440,7 +448,7 @@ def deployment(
             "selector": {"matchLabels": selector_labels(owner)},
             "template": {
                 "metadata": {
-                    "labels": selector_labels(owner),
+                    "labels": pod_labels(owner),
                     "annotations": {CONFIG_HASH_ANNOTATION: config_hash},
                 },
                 "spec": pod_spec,
