@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -82,7 +82,13 @@ class FakeCluster:
 
     # Setting up, and what the tests do to the cluster ------------------------------------
 
-    def start(self, daemonset: dict[str, Any], **options: Any) -> DaemonSetController:
+    def start(
+        self,
+        daemonset: dict[str, Any],
+        ready: Callable[[], Awaitable[None]] | None = None,
+        **options: Any,
+    ) -> DaemonSetController:
+        """The controller, with the CustomDaemonSet; its first pass awaits `ready` if given."""
         self.daemonset = copy.deepcopy(daemonset)
         self.daemonset["metadata"].setdefault("uid", "uid-cds")
         self.daemonset["metadata"].setdefault("generation", 1)
@@ -91,7 +97,7 @@ class FakeCluster:
         self.controller = DaemonSetController(
             cast(Kube, self), self, self, clock=wall_clock, **options
         )
-        self.controller.daemonset_changed(copy.deepcopy(self.daemonset))
+        self.controller.daemonset_changed(copy.deepcopy(self.daemonset), ready)
         return self.controller
 
     def add_nodes(self, *names: str, **labels: str) -> None:

@@ -260,6 +260,26 @@ def test_refused_creates_warn_back_off_and_converge_once_allowed() -> None:
     assert [round(at - start) for at in created_at[:3]] == [0, 1, 3]
 
 
+def test_the_first_pass_waits_until_the_watches_say_the_pods_are_known() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+    pods_known = asyncio.Event()
+
+    async def ready() -> None:
+        await pods_known.wait()
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(), ready=ready)
+        await settle()
+        assert cluster.verbs() == []
+        pods_known.set()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert sorted(cluster.pods_by_node()) == ["n1", "n2"]
+
+
 def test_a_node_the_partition_keeps_back_gets_a_pod_of_the_previous_revision() -> None:
     cluster = FakeCluster()
     cluster.add_nodes("n1", "n2", "n3")

@@ -177,3 +177,85 @@ def test_a_broken_connection_resumes_from_where_the_watch_was() -> None:
     assert set(reflector.store) == {("", "n1"), ("", "n2")}
     watches = [query for query in api.queries if query.get("watch")]
     assert [query["resourceVersion"] for query in watches] == ["9", "11", "11"]
+
+
+class FillingApi(ScriptedApi):
+    """A listing, then a watch whose events come while a fill's listing is on its way: the
+    fill's answer (`filled`) waits until the watch has delivered them."""
+
+    def __init__(
+        self, listing: list[dict[str, Any]], events: list[bytes], filled: list[dict[str, Any]]
+    ) -> None:
+        super().__init__([[page(listing, "9")]], [])
+        self.events = events
+        self.filled = filled
+        self.fill_started = asyncio.Event()
+        self.delivered = asyncio.Event()
+
+    async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
+        if path != "/fill":
+            return await super().get_json(path, query)
+        self.fill_started.set()
+        await self.delivered.wait()
+        return page(self.filled, "50")
+
+    async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        await self.fill_started.wait()
+        for line in self.events:
+            yield line
+        self.delivered.set()
+        await asyncio.Event().wait()
+
+
+def fill_while_watching(
+    api: FillingApi, kept: set[str]
+) -> tuple[Reflector[str], list[Change[str]], dict[tuple[str, str], str]]:
+    """Run the reflector with `keep` taking the zones in `kept`; once listed, take zone b too
+    and fill. Returns the store as listed, and as filled."""
+    changes: list[Change[str]] = []
+    reflector: Reflector[str] = Reflector(
+        api, "/nodes", zone_of, changes.append, keep=lambda body: zone_of(body) in kept
+    )
+
+    async def scenario() -> dict[tuple[str, str], str]:
+        task = asyncio.get_running_loop().create_task(reflector.run())
+        await asyncio.wait_for(reflector.listed.wait(), 5)
+        listed = dict(reflector.store)
+        kept.add("b")
+        await asyncio.wait_for(reflector.fill("/fill", "zone=b"), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return listed
+
+    listed = asyncio.run(scenario())
+    return reflector, changes, listed
+
+
+def test_objects_keep_refuses_are_not_stored_and_leave_when_it_stops_taking_them() -> None:
+    api = FillingApi(
+        [node("n1", "5"), node("n2", "6", zone="b")],
+        [event("MODIFIED", node("n1", "10", zone="c")), event("ADDED", node("n3", "11", "c"))],
+        [],
+    )
+
+    reflector, changes, listed = fill_while_watching(api, {"a"})
+
+    assert listed == {("", "n1"): "a"}
+    assert reflector.store == {}
+    assert [(c.key[1], c.old, c.new) for c in changes] == [("n1", None, "a"), ("n1", "a", None)]
+
+
+def test_a_fill_adds_what_was_refused_before_but_not_what_the_watch_changed_meanwhile() -> None:
+    api = FillingApi(
+        [node("n1", "5", zone="b"), node("n2", "6", zone="b")],
+        [event("DELETED", node("n1", "12", zone="b"))],
+        # The fill's listing is older than the watch's deletion of n1.
+        [node("n1", "5", zone="b"), node("n2", "6", zone="b")],
+    )
+
+    reflector, changes, listed = fill_while_watching(api, {"a"})
+
+    assert listed == {}
+    assert reflector.store == {("", "n2"): "b"}
+    assert [(c.key[1], c.old, c.new) for c in changes] == [("n2", None, "b")]

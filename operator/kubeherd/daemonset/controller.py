@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kubeherd.daemonset.history import kept_back_templates, prune_history, record_revision
@@ -82,7 +82,12 @@ class DaemonSetController:
 
     # Inputs: called from the watch handlers -----------------------------------------------
 
-    def daemonset_changed(self, body: Mapping[str, Any]) -> None:
+    def daemonset_changed(
+        self, body: Mapping[str, Any], ready: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """A CustomDaemonSet as its watch shows it. Its first pass awaits `ready` (the
+        watches' first listing, and its own pods'): what is kept of the body is taken now, so
+        the watch's copy of it need not wait for that."""
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         if body["metadata"].get("deletionTimestamp"):
             # Being deleted, in the foreground or orphaning its pods: the garbage collector now
@@ -94,6 +99,7 @@ class DaemonSetController:
         if state is None:
             pacing = Pacing(Backoff(self.max_create_backoff), self.max_failed_pod_backoff)
             state = self._states[key] = DaemonSetState(kept_body(body), parse_spec(body), pacing)
+            state.ready = ready
         own_write = state.status.own(body, state.body)
         if body["metadata"].get("generation") != state.body["metadata"].get("generation"):
             state.spec = parse_spec(body)
@@ -151,6 +157,10 @@ class DaemonSetController:
         state = self._states.get(key)
         if state is None:
             return
+        if state.ready is not None:
+            # Never on a half-known cluster, nor before this object's pods are known.
+            await state.ready()
+            state.ready = None
         spec = state.spec
         if spec.selector_problem is not None:
             await self._refuse_selector(key, state, spec.generation, spec.selector_problem)

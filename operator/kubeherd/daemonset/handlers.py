@@ -7,6 +7,13 @@ and after an outage a new listing replaces what they hold, so what was deleted m
 the controller's view. No CustomDaemonSet is handed to the controller before both have their
 first listing, so the controller never acts on a half-known cluster (and never deletes pods of
 nodes it has not seen yet).
+
+Anyone can label a pod with kubeherd's label key. The pod watch keeps only pods that a
+CustomDaemonSet controls (its controller reference says so) and pods whose label names a
+CustomDaemonSet kubeherd knows (orphans it may adopt); any other costs only its passage through
+the watch stream. A CustomDaemonSet kubeherd first learns of (at start-up, the pod listing comes
+first) has its labelled pods listed before the controller sees it, if its namespace had a pod
+left out, so that its first pass sees every pod.
 """
 
 from __future__ import annotations
@@ -24,13 +31,24 @@ from kubeherd.daemonset.claims import selector_matches
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import PodInfo
-from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.daemonset.pods import KIND, OWNER_LABEL
 from kubeherd.daemonset.state import Key
 from kubeherd.kube.reflector import Change, Reflector, Transport
-from kubeherd.names import CUSTOMDAEMONSETS, GROUP, VERSION
+from kubeherd.names import API_VERSION, CUSTOMDAEMONSETS, GROUP, VERSION
 
 # A CustomDaemonSet's selector by its key, None while it is not known yet.
 SelectorOf = Callable[[Key], Mapping[str, Any] | None]
+
+
+def controlled_by_a_daemonset(metadata: Mapping[str, Any]) -> bool:
+    """Whether a CustomDaemonSet is the object's controller. One that does not exist (a forged
+    reference) is noticed by the garbage collector, which deletes the object."""
+    return any(
+        reference.get("controller")
+        and reference.get("kind") == KIND
+        and reference.get("apiVersion") == API_VERSION
+        for reference in metadata.get("ownerReferences") or ()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +63,8 @@ class DaemonPod:
     # matches is adopted. Other label changes need nothing, and they happen to every pod: the
     # API server copies its node's topology labels onto it when it is bound.
     in_selector: bool | None
+    # Whether a CustomDaemonSet is its controller: such a pod is kept whatever its label says.
+    controlled: bool = False
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], selector_of: SelectorOf) -> DaemonPod:
@@ -56,6 +76,7 @@ class DaemonPod:
             owner,
             PodInfo.from_body(body),
             selector_matches(selector, labels) if selector is not None else None,
+            controlled_by_a_daemonset(metadata),
         )
 
     def claims_may_change(self, old: DaemonPod | None) -> bool:
@@ -125,6 +146,12 @@ class Watches:
         self.nodes = WatchedNodes()
         self.pods = WatchedPods()
         self.controller: DaemonSetController | None = None
+        # The CustomDaemonSets whose labelled pods are kept, orphans included.
+        self._known: set[Key] = set()
+        # Namespaces where a labelled pod was left out: a CustomDaemonSet kubeherd learns of
+        # there may have orphans to find. (One entry per namespace, whatever the pods.)
+        self._left_out_in: set[str] = set()
+        self._namespaces = tuple(namespaces)
         self._node_reflector: Reflector[NodeInfo] = Reflector(
             transport, "/api/v1/nodes", NodeInfo.from_body, self._node_changed, what="nodes"
         )
@@ -136,6 +163,7 @@ class Watches:
                 self._pod_changed,
                 label_selector=OWNER_LABEL,
                 what="daemon pods",
+                keep=self._keeps_pod,
             )
             for path in (
                 [f"/api/v1/namespaces/{namespace}/pods" for namespace in namespaces]
@@ -162,6 +190,72 @@ class Watches:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def admit(self, key: Key) -> None:
+        """Keep the labelled pods of this CustomDaemonSet from now on, and find the ones left
+        out before it was known. Return once they are in the pod store."""
+        if key in self._known:
+            return
+        self._known.add(key)
+        namespace, name = key
+        reflector = self._pod_reflector_of(namespace)
+        if reflector is None or namespace not in self._left_out_in:
+            return
+        try:
+            await reflector.fill(f"/api/v1/namespaces/{namespace}/pods", f"{OWNER_LABEL}={name}")
+        except BaseException:
+            # Not admitted: the next try lists again.
+            self._known.discard(key)
+            raise
+        if key not in self._known:
+            # Deleted while its pods were listed.
+            self._evict_orphans(reflector, key)
+
+    async def ready(self, key: Key) -> None:
+        """Return once every watch has its first listing and this CustomDaemonSet's pods are
+        in the pod store: what its first pass needs."""
+        await self.listed()
+        await self.admit(key)
+
+    def forget(self, key: Key) -> None:
+        """The CustomDaemonSet is gone: its labelled pods that it does not control leave the
+        store (the ones it controls stay until the garbage collector is done with them)."""
+        if key not in self._known:
+            return
+        self._known.discard(key)
+        reflector = self._pod_reflector_of(key[0])
+        if reflector is not None:
+            self._evict_orphans(reflector, key)
+
+    def _evict_orphans(self, reflector: Reflector[DaemonPod], key: Key) -> None:
+        namespace, name = key
+        stored = len(reflector.store)
+        reflector.evict(
+            lambda pod_key, pod: (
+                pod_key[0] == namespace and pod.owner == name and not pod.controlled
+            )
+        )
+        if len(reflector.store) < stored:
+            self._left_out_in.add(namespace)
+
+    def _keeps_pod(self, body: Mapping[str, Any]) -> bool:
+        metadata = body.get("metadata") or {}
+        if controlled_by_a_daemonset(metadata):
+            return True
+        namespace = str(metadata.get("namespace") or "")
+        owner = str((metadata.get("labels") or {}).get(OWNER_LABEL, ""))
+        if (namespace, owner) in self._known:
+            return True
+        self._left_out_in.add(namespace)
+        return False
+
+    def _pod_reflector_of(self, namespace: str) -> Reflector[DaemonPod] | None:
+        """The pod watch of the namespace; None if pods there are not watched."""
+        if not self._namespaces:
+            return self._pod_reflectors[0]
+        if namespace not in self._namespaces:
+            return None
+        return self._pod_reflectors[self._namespaces.index(namespace)]
 
     def _node_changed(self, change: Change[NodeInfo]) -> None:
         # Kubelets update their node's status all the time; NodeInfo holds only what matters
@@ -204,11 +298,14 @@ async def daemonset_event(
     memo: Memo,
     **kwargs: Any,
 ) -> None:
-    # Held back (this object's Kopf worker waits) until nodes and pods are listed.
-    await memo.watches.listed()
-    controller = memo.daemonsets
+    controller, watches = memo.daemonsets, memo.watches
+    key = (namespace or "", name)
     if type == "DELETED":
-        controller.daemonset_deleted((namespace or "", name))
+        watches.forget(key)
+        controller.daemonset_deleted(key)
     else:
+        # Not awaited here: Kopf holds the raw body until this returns, and at start-up
+        # every CustomDaemonSet's would wait for the pod listing. The controller keeps what it
+        # needs of it now, and its first pass waits instead.
         # The raw dicts behind the body are replaced, never mutated, by Kopf on each event.
-        controller.daemonset_changed(dict(body))
+        controller.daemonset_changed(dict(body), ready=lambda: watches.ready(key))

@@ -4,7 +4,7 @@ template's verdict and the status writes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,3 +78,6 @@ class DaemonSetState:
     claims_due: bool = True
     # Whether a pass has looked at every node since this object was first seen.
     caught_up: bool = False
+    # Awaited before the first pass: until the watches have listed the cluster and this
+    # object's pods. None once done.
+    ready: Callable[[], Awaitable[None]] | None = None

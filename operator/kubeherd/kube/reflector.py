@@ -6,7 +6,8 @@ listing lacks was deleted meanwhile and is reported as such. (Kopf's indices, us
 a new listing as events for the objects it holds and kept the ones it lacks for good.)
 
 Each object is decoded once, into whatever small record the caller needs; the raw bodies are
-dropped at once.
+dropped at once. A `keep` predicate can leave objects out of the store altogether (a label
+selector cannot say everything); `fill` adds the ones it refused before and takes now.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Reflector(Generic[Record]):
         *,
         label_selector: str = "",
         what: str = "objects",
+        keep: Callable[[Mapping[str, Any]], bool] = lambda _body: True,
     ) -> None:
         self.transport = transport
         self.path = path
@@ -70,11 +72,18 @@ class Reflector(Generic[Record]):
         self.on_change = on_change
         self.label_selector = label_selector
         self.what = what
+        # Which objects the store holds: any other is as if it did not exist.
+        self.keep = keep
         self.store: dict[ObjectKey, Record] = {}
         # Set once the first listing is in the store: nothing may act on a half-known cluster.
         self.listed = asyncio.Event()
         self._version = ""
         self._failures = 0
+        # Listings so far: a `fill` that spans a new one leaves the store to it.
+        self._listings = 0
+        # While fills run: the objects the watch reported meanwhile, which it knows better.
+        self._filling = 0
+        self._reported: set[ObjectKey] = set()
 
     def _query(self, **extra: str) -> list[tuple[str, str]]:
         query = [(name, value) for name, value in extra.items() if value]
@@ -118,7 +127,8 @@ class Reflector(Generic[Record]):
                 self.path, self._query(limit=str(PAGE_SIZE), **{"continue": token})
             )
             for body in page.get("items") or ():
-                listed[_key_of(body)] = self.decode(body)
+                if self.keep(body):
+                    listed[_key_of(body)] = self.decode(body)
             metadata = page.get("metadata") or {}
             token = str(metadata.get("continue") or "")
             if not token:
@@ -134,10 +144,53 @@ class Reflector(Generic[Record]):
         self.store.clear()
         self.store.update(listed)
         self._version = version
+        self._listings += 1
         self._recovered()
         for change in changes:
             self.on_change(change)
         self.listed.set()
+
+    async def fill(self, path: str, label_selector: str) -> None:
+        """Add to the store what a listing of `path` with the labels finds and `keep` now
+        takes but the store lacks: objects it was refused for before.
+
+        An object the watch reported while this listing was on its way is left as the watch
+        has it (the watch is never behind for long, and every later change comes through it
+        too); and a new full listing meanwhile (after 410 Gone) took `keep`'s current answers
+        already. So a fill never brings back an object that is gone."""
+        listings = self._listings
+        self._filling += 1
+        try:
+            found: dict[ObjectKey, Record] = {}
+            token = ""
+            while True:
+                query = [("labelSelector", label_selector), ("limit", str(PAGE_SIZE))]
+                if token:
+                    query.append(("continue", token))
+                page = await self.transport.get_json(path, query)
+                for body in page.get("items") or ():
+                    if self.keep(body):
+                        found[_key_of(body)] = self.decode(body)
+                token = str((page.get("metadata") or {}).get("continue") or "")
+                if not token:
+                    break
+            if listings != self._listings:
+                return
+            for key, new in found.items():
+                if key not in self.store and key not in self._reported:
+                    self.store[key] = new
+                    self.on_change(Change(key, None, new))
+        finally:
+            self._filling -= 1
+            if not self._filling:
+                self._reported.clear()
+
+    def evict(self, leaves: Callable[[ObjectKey, Record], bool]) -> None:
+        """Drop the stored records `leaves` picks, reporting each as gone: `keep` no longer
+        takes their objects."""
+        for key in [key for key, record in self.store.items() if leaves(key, record)]:
+            old = self.store.pop(key)
+            self.on_change(Change(key, old, None))
 
     async def _watch(self) -> None:
         query = self._query(
@@ -162,7 +215,9 @@ class Reflector(Generic[Record]):
         if type_ != "BOOKMARK":
             key = _key_of(body)
             old = self.store.get(key)
-            if type_ == "DELETED":
+            if self._filling:
+                self._reported.add(key)
+            if type_ == "DELETED" or not self.keep(body):
                 self.store.pop(key, None)
                 new = None
             else:
