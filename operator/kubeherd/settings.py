@@ -20,6 +20,9 @@ from kubeherd.defaults import (
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
 from kubeherd.peering import PeeringOptions
 
+# Objects per page of Kopf's first listings.
+LISTING_CHUNK = 50
+
 
 @dataclass(frozen=True)
 class OperatorOptions:
@@ -98,6 +101,9 @@ def configure(settings: kopf.OperatorSettings, peering: PeeringOptions | None = 
     # Watch only the pods we made: the API server filters, so memory does not grow with the
     # number of other pods in the cluster.
     settings.watching.label_selectors["v1", "pods"] = OWNER_LABEL
+    # Kopf's first listing of each kind a page at a time: CustomDaemonSets can be large, and
+    # all of them at once were the peak of a restart.
+    settings.watching.chunk_size = LISTING_CHUNK
     # Explicit timeouts: a watch is restarted by the server every 10 minutes at most, and a
     # silent stream is detected by Kopf's inactivity timeout (bookmarks arrive every minute).
     settings.watching.server_timeout = 600
