@@ -26,7 +26,7 @@ from kubeherd.kube.client import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
 from localcluster.cluster import LocalCluster
 
-ALL = ("B1", "B2", "B3", "B4", "B5")
+ALL = ("B1", "B2", "B3", "B4", "B5", "B6")
 
 
 def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
@@ -43,7 +43,18 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--daemonsets", type=int, default=10, help="B4: CustomDaemonSets")
     parser.add_argument("--idle", type=float, default=300, help="B4: idle seconds (default 300)")
     parser.add_argument("--probe-concurrency", type=int, default=32, help="B3: requests at once")
-    parser.add_argument("--only", default=",".join(ALL), help="which benchmarks (default all)")
+    parser.add_argument("--tenant-daemonsets", type=int, default=200, help="B6: CustomDaemonSets")
+    parser.add_argument("--tenant-kib", type=int, default=200, help="B6: KiB per template")
+    parser.add_argument("--tenant-updates", type=int, default=150, help="B6: updates of one")
+    parser.add_argument(
+        "--tenant-history", type=int, default=100, help="B6: its revisionHistoryLimit"
+    )
+    parser.add_argument("--foreign-pods", type=int, default=20000, help="B6: labelled pods")
+    parser.add_argument(
+        "--only",
+        default=",".join(ALL[:5]),
+        help="which benchmarks (default B1-B5; B6, one tenant's worst, only when named)",
+    )
     parser.add_argument(
         "--operator-arg",
         action="append",
@@ -82,6 +93,11 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         probe_concurrency=arguments.probe_concurrency,
         operator_arguments=tuple(arguments.operator_arg),
         only=only,
+        tenant_daemonsets=arguments.tenant_daemonsets,
+        tenant_kib=arguments.tenant_kib,
+        tenant_updates=arguments.tenant_updates,
+        tenant_history=arguments.tenant_history,
+        foreign_pods=arguments.foreign_pods,
     )
     return options, arguments
 
@@ -166,6 +182,9 @@ async def run(bench: Bench, options: Options, save: Any) -> None:
                 if "B2" in options.only:
                     await bench.grow_to(size)
                     await bench.join()
+                    save()
+                if "B6" in options.only:
+                    await bench.tenant()
                     save()
             else:
                 await bench.rollouts(size, options.growth_runs)

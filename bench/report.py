@@ -26,6 +26,8 @@ GOALS = {
     "kib_per_pod": 2.0,
     # A restarted operator has had a first pass over every CustomDaemonSet within this.
     "restart_seconds": 30.0,
+    # B6: the chart's memory limit (256Mi), whatever one tenant creates.
+    "tenant_rss_mib": 256.0,
 }
 
 
@@ -255,6 +257,7 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
                 else "."
             ),
         ]
+    lines += _tenant_lines(results.get("tenant") or {})
     profile = results.get("profile") or {}
     if profile:
         lines += [
@@ -273,6 +276,38 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     if meta.get("plot"):
         lines += ["", f"![Rollout progress at {nodes} nodes]({meta['plot']})"]
     return "\n".join(lines) + "\n"
+
+
+def _tenant_lines(tenant: Mapping[str, Any]) -> list[str]:
+    if not tenant:
+        return []
+    restart = tenant["restart"]
+    peak = max(
+        tenant["peak_rss_updates_mib"], tenant["peak_rss_daemonsets_mib"], restart["peak_rss_mib"]
+    )
+    return [
+        "",
+        "### B6 one tenant's worst",
+        "",
+        f"{tenant['foreign_pods']} pods carrying `kubeherd.io/customdaemonset` in a namespace "
+        f"without CustomDaemonSets; {tenant['daemonsets'] - 1} CustomDaemonSets with "
+        f"{tenant['template_kib']} KiB templates matching no node; one more updated "
+        f"{tenant['updates']} times at revisionHistoryLimit {tenant['history_limit']} "
+        f"({tenant['revisions_kept']} ControllerRevisions left).",
+        "",
+        "| kubeherd's peak RSS (VmHWM) | value |",
+        "|---|---:|",
+        f"| after start-up | {tenant['peak_rss_after_start_mib']:.0f} MiB |",
+        f"| with the foreign pods | {tenant['peak_rss_foreign_mib']:.0f} MiB |",
+        f"| and the CustomDaemonSets | {tenant['peak_rss_daemonsets_mib']:.0f} MiB |",
+        f"| and the updates | {tenant['peak_rss_updates_mib']:.0f} MiB |",
+        f"| restarted with all of it in place "
+        f"(first passes in {restart['seconds_to_first_passes']:.1f} s) "
+        f"| {restart['peak_rss_mib']:.0f} MiB |",
+        "",
+        f"Goal: {GOALS['tenant_rss_mib']:.0f} MiB or less (the chart's limit): "
+        f"{_goal(peak <= GOALS['tenant_rss_mib'])}.",
+    ]
 
 
 def plot(results: Mapping[str, Any], nodes: int, path: Path) -> None:

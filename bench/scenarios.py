@@ -29,10 +29,14 @@ from bench.stats import Rollout, delays, percentile, rollout
 from bench.tracking import NodeTracker, PodTracker
 from bench.workload import (
     BENCH_LABEL,
+    FOREIGN_NAMESPACE,
     NAMESPACE,
+    TENANT_NAMESPACE,
     custom_daemonset,
+    foreign_pod,
     native_daemonset,
     pinned_pod,
+    tenant_daemonset,
 )
 from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
@@ -73,6 +77,13 @@ class Options:
     # Record the operator with py-spy during the first kubeherd rollout at `nodes`.
     profile: Path | None = None
     only: frozenset[str] = frozenset({"B1", "B2", "B3", "B4", "B5"})
+    # B6: one tenant's worst. Its CustomDaemonSets and their template size, the updates of one
+    # of them (at that history limit), and pods with kubeherd's label key in another namespace.
+    tenant_daemonsets: int = 200
+    tenant_kib: int = 200
+    tenant_updates: int = 150
+    tenant_history: int = 100
+    foreign_pods: int = 20000
 
 
 @dataclass
@@ -82,6 +93,7 @@ class Results:
     limit: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
     profile: dict[str, Any] = field(default_factory=dict)
+    tenant: dict[str, Any] = field(default_factory=dict)
 
 
 def controller_kind(controller: str) -> tuple[str, Callable[[str], Json]]:
@@ -542,6 +554,129 @@ class Bench:
             "peak_rss_mib": usage.peak_rss_mib,
             "cpu_seconds": usage.cpu_seconds,
         }
+
+    # B6: what one tenant can cost -------------------------------------------------------
+
+    async def tenant(self) -> None:
+        """One namespace's user at their worst: many CustomDaemonSets with large templates that
+        match no node, one of them updated many times at a high history limit, and pods with
+        kubeherd's label key in a namespace without CustomDaemonSets. The operator's peak RSS
+        while all that is made, and after a restart with all of it in place."""
+        options = self.options
+        churn = "tenant-churn"
+        self.report(
+            f"[B6] {options.foreign_pods} foreign labelled pods, {options.tenant_daemonsets} "
+            f"CustomDaemonSets of {options.tenant_kib} KiB, {options.tenant_updates} updates "
+            f"of one at revisionHistoryLimit {options.tenant_history}"
+        )
+        for namespace in (TENANT_NAMESPACE, FOREIGN_NAMESPACE):
+            await self.api.create(
+                "/api/v1/namespaces", {"metadata": {"name": namespace}}, allow=(409,)
+            )
+        await self.restart_operator()
+        at_start = self.operator.usage()
+        self.report(f"  started: peak RSS {at_start.peak_rss_mib:.0f} MiB")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        pods_path = f"/api/v1/namespaces/{FOREIGN_NAMESPACE}/pods"
+        await bounded(
+            32,
+            (
+                self.api.create(pods_path, foreign_pod(index), allow=(409,))
+                for index in range(options.foreign_pods)
+            ),
+        )
+        foreign = self.operator.usage()
+        self.report(
+            f"  {options.foreign_pods} foreign pods in {loop.time() - started:.0f}s; "
+            f"peak RSS {foreign.peak_rss_mib:.0f} MiB"
+        )
+        path = f"/apis/kubeherd.io/v1alpha1/namespaces/{TENANT_NAMESPACE}/customdaemonsets"
+        names = [f"tenant-{index:03d}" for index in range(options.tenant_daemonsets)]
+        await bounded(
+            4,
+            (
+                self.api.create(path, tenant_daemonset(name, options.tenant_kib), allow=(409,))
+                for name in names
+            ),
+        )
+        await wait_for(
+            lambda: self._observed(path, names),
+            timeout=RESTART_TIMEOUT,
+            what="a status for every tenant CustomDaemonSet",
+            interval=5,
+        )
+        created = self.operator.usage()
+        self.report(
+            f"  {len(names)} CustomDaemonSets observed; peak RSS {created.peak_rss_mib:.0f} MiB"
+        )
+        await self.api.create(
+            path,
+            tenant_daemonset(churn, options.tenant_kib, 0, options.tenant_history),
+            allow=(409,),
+        )
+        for variant in range(1, options.tenant_updates + 1):
+            template = tenant_daemonset(churn, options.tenant_kib, variant)["spec"]["template"]
+            answer = await self.api.patch(f"{path}/{churn}", {"spec": {"template": template}})
+            generation = int(answer["metadata"]["generation"])
+            await wait_for(
+                lambda g=generation: self._observed(path, [churn], g),
+                timeout=60,
+                what=f"{churn} at generation {generation}",
+                interval=0.2,
+            )
+            if variant % 25 == 0:
+                self.report(
+                    f"    {variant} updates; peak RSS {self.operator.usage().peak_rss_mib:.0f} MiB"
+                )
+        revisions = await self.api.get(
+            f"/apis/apps/v1/namespaces/{TENANT_NAMESPACE}/controllerrevisions",
+            labelSelector=f"{BENCH_LABEL}={churn}",
+        )
+        updated = self.operator.usage()
+        self.report(
+            f"  {options.tenant_updates} updates, {len(revisions['items'])} revisions kept; "
+            f"peak RSS {updated.peak_rss_mib:.0f} MiB"
+        )
+        restart = await self._restart_on_pods(len(names) + 1)
+        self.results.tenant = {
+            "foreign_pods": options.foreign_pods,
+            "daemonsets": len(names) + 1,
+            "template_kib": options.tenant_kib,
+            "updates": options.tenant_updates,
+            "history_limit": options.tenant_history,
+            "revisions_kept": len(revisions["items"]),
+            "peak_rss_after_start_mib": at_start.peak_rss_mib,
+            "peak_rss_foreign_mib": foreign.peak_rss_mib,
+            "peak_rss_daemonsets_mib": created.peak_rss_mib,
+            "peak_rss_updates_mib": updated.peak_rss_mib,
+            "restart": restart,
+        }
+        await self._remove_tenant(path)
+
+    async def _observed(self, path: str, names: list[str], generation: int = 1) -> bool:
+        """Whether each of these CustomDaemonSets has a status for `generation` or later."""
+        if len(names) == 1:
+            items = [await self.api.get(f"{path}/{names[0]}")]
+        else:
+            items = (await self.api.list_all(path))[0]
+        found = {
+            item["metadata"]["name"]: int((item.get("status") or {}).get("observedGeneration") or 0)
+            for item in items
+        }
+        return all(found.get(name, 0) >= generation for name in names)
+
+    async def _remove_tenant(self, path: str) -> None:
+        await self.api.delete(path)
+        for _ in range(DELETE_COLLECTION_ATTEMPTS):
+            answer = await self.api.request(
+                "DELETE",
+                f"/api/v1/namespaces/{FOREIGN_NAMESPACE}/pods",
+                params={"labelSelector": f"{BENCH_LABEL}=foreign", "gracePeriodSeconds": "0"},
+                allow=(404, 504),
+            )
+            if answer.get("code") != 504:
+                break
 
 
 # How often B4 reads the operator's /metrics: a common Prometheus scrape interval.

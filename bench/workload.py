@@ -78,3 +78,61 @@ def pinned_pod(workload: str, node: str, namespace: str = NAMESPACE) -> Manifest
         "metadata": {"name": f"{workload}-{node}", "namespace": namespace, **template["metadata"]},
         "spec": spec,
     }
+
+
+# B6: the worst one namespace's user can make kubeherd hold. The tenant's CustomDaemonSets match
+# no node, so they cost the operator what it keeps of them and not the pods it would make.
+TENANT_NAMESPACE = "kubeherd-tenant"
+FOREIGN_NAMESPACE = "kubeherd-foreign"
+NO_NODE_LABEL = "bench.kubeherd.io/no-such-node"
+# The label key of kubeherd's daemon pods (kubeherd.daemonset.pods.OWNER_LABEL): anyone may set it.
+OWNER_LABEL = "kubeherd.io/customdaemonset"
+# An environment variable: many small items are what costs most in memory per byte of JSON.
+_ENV_VALUE_LENGTH = 64
+
+
+def large_template(workload: str, kib: int, variant: int = 0) -> Manifest:
+    """A pod template of about `kib` KiB of JSON that matches no node; `variant` changes it, so
+    that each value makes a new revision."""
+    item_bytes = len('{"name":"VAR_00000","value":""},') + _ENV_VALUE_LENGTH
+    env = [
+        {"name": f"VAR_{index:05d}", "value": f"{variant:08d}".ljust(_ENV_VALUE_LENGTH, "x")}
+        for index in range(max(1, kib * 1024 // item_bytes))
+    ]
+    return {
+        "metadata": {"labels": {BENCH_LABEL: workload}},
+        "spec": {
+            "nodeSelector": {NO_NODE_LABEL: "true"},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "agent", "image": IMAGE, "env": env}],
+        },
+    }
+
+
+def tenant_daemonset(
+    workload: str, kib: int, variant: int = 0, history_limit: int | None = None
+) -> Manifest:
+    manifest = custom_daemonset(workload, TENANT_NAMESPACE)
+    manifest["spec"]["template"] = large_template(workload, kib, variant)
+    if history_limit is not None:
+        manifest["spec"]["revisionHistoryLimit"] = history_limit
+    return manifest
+
+
+def foreign_pod(index: int, owners: int = 10) -> Manifest:
+    """A pod anyone can create that carries kubeherd's label key, in a namespace without any
+    CustomDaemonSet. No scheduler is named that exists: it stays Pending, costing nothing."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"foreign-{index:05d}",
+            "namespace": FOREIGN_NAMESPACE,
+            "labels": {OWNER_LABEL: f"foreign-{index % owners}", BENCH_LABEL: "foreign"},
+        },
+        "spec": {
+            "schedulerName": "bench-no-such-scheduler",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "agent", "image": IMAGE}],
+        },
+    }

@@ -237,6 +237,46 @@ def test_a_run_of_b4_alone_shows_no_empty_rollout_table() -> None:
     assert "### B4 cost" in text
 
 
+def tenant_results(restart_peak_mib: float) -> dict[str, Any]:
+    tenant = {
+        "foreign_pods": 20000,
+        "daemonsets": 201,
+        "template_kib": 200,
+        "updates": 150,
+        "history_limit": 100,
+        "revisions_kept": 101,
+        "peak_rss_after_start_mib": 72.0,
+        "peak_rss_foreign_mib": 75.0,
+        "peak_rss_daemonsets_mib": 200.0,
+        "peak_rss_updates_mib": 210.0,
+        "restart": {"seconds_to_first_passes": 6.0, "peak_rss_mib": restart_peak_mib},
+    }
+    return {**results(), "rollouts": [], "limit": {}, "join": {}, "cost": {}, "tenant": tenant}
+
+
+def test_b6_shows_each_peak_and_whether_the_worst_stayed_within_the_charts_limit() -> None:
+    within = markdown(tenant_results(220.0), summarize(tenant_results(220.0), 10))
+    over = markdown(tenant_results(300.0), summarize(tenant_results(300.0), 10))
+
+    assert "### B6 one tenant's worst" in within
+    assert "200 CustomDaemonSets with 200 KiB templates" in within
+    assert "| and the updates | 210 MiB |" in within
+    assert "(first passes in 6.0 s) | 220 MiB |" in within
+    assert "Goal: 256 MiB or less (the chart's limit): met." in within
+    assert "Goal: 256 MiB or less (the chart's limit): missed." in over
+
+
+def test_b6_runs_only_when_named() -> None:
+    bench = RecordingBench()
+
+    asyncio.run(run_benchmarks(cast(Any, bench), Options(nodes=100), lambda: None))
+    asyncio.run(
+        run_benchmarks(cast(Any, bench), Options(nodes=100, only=frozenset({"B6"})), lambda: None)
+    )
+
+    assert bench.steps.count("B6 on 100") == 1
+
+
 def test_the_plot_is_a_png(tmp_path: Path) -> None:
     path = tmp_path / "rollout.png"
     plot(results(), 10, path)
@@ -310,6 +350,9 @@ class RecordingBench:
 
     async def join(self) -> None:
         self.steps.append(f"B2 on {self.nodes}")
+
+    async def tenant(self) -> None:
+        self.steps.append(f"B6 on {self.nodes}")
 
 
 @pytest.mark.parametrize("only", [{"B4"}, {"B3"}, {"B2"}, {"B3", "B4"}])
