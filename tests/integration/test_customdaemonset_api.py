@@ -167,6 +167,42 @@ def test_a_template_without_containers_is_refused(kubectl: Kubectl, namespace: s
     assert "containers" in refused(kubectl, namespace, manifest)
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "complaint"),
+    [
+        ("revisionHistoryLimit", 101, "less than or equal to 100"),
+        (
+            "template.metadata.annotations",
+            {f"a{index}": "v" for index in range(65)},
+            "must have at most 64 items",
+        ),
+        ("template.metadata.annotations", {"a": "v" * (256 * 1024 + 1)}, "262144"),
+        ("template.metadata.annotations", {"a" * 318: "v"}, "at most 317 characters"),
+        (
+            "template.spec.containers",
+            [{"name": f"c{index}", "image": "i"} for index in range(33)],
+            "must have at most 32 items",
+        ),
+        (
+            "template.spec.volumes",
+            [{"name": f"v{index}", "emptyDir": {}} for index in range(257)],
+            "must have at most 256 items",
+        ),
+    ],
+)
+def test_what_kubeherd_keeps_of_an_object_is_bounded_at_apply(
+    kubectl: Kubectl, namespace: str, path: str, value: Any, complaint: str
+) -> None:
+    manifest = copy.deepcopy(valid())
+    *parents, last = path.split(".")
+    target = manifest["spec"]
+    for part in parents:
+        target = target[part]
+    target[last] = value
+
+    assert complaint in refused(kubectl, namespace, manifest)
+
+
 def test_a_name_longer_than_a_label_value_is_refused(kubectl: Kubectl, namespace: str) -> None:
     assert "at most 63 characters" in refused(kubectl, namespace, valid("a" * 64))
 
