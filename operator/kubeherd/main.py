@@ -165,7 +165,10 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
         watches=watches,
         daemonsets=watches.controller,
         schedulers=SchedulerProfileController(
-            kube, claims, status_interval=options.scheduler_status_interval
+            kube,
+            claims,
+            status_interval=options.scheduler_status_interval,
+            cluster_wide=not options.namespaces,
         ),
         scheduler_claims=claims,
     )

@@ -291,10 +291,10 @@ def named(name: str, created: str = "2026-01-01T00:00:00Z", **spec: Any) -> dict
 
 
 def started(
-    kube: FakeKube, profiles: Profiles, *bodies: dict[str, Any]
+    kube: FakeKube, profiles: Profiles, *bodies: dict[str, Any], cluster_wide: bool = True
 ) -> SchedulerProfileController:
     controller = SchedulerProfileController(
-        cast(Kube, kube), profiles, status_interval=5.0, clock=wall_clock
+        cast(Kube, kube), profiles, status_interval=5.0, clock=wall_clock, cluster_wide=cluster_wide
     )
     for body in bodies:
         profiles.bodies[body["metadata"]["name"]] = body
@@ -326,6 +326,40 @@ def test_the_finalizer_goes_on_first_and_comes_off_after_a_cleanup_retried_until
 
     run_virtually(scenario)
     assert kube.finalizers["fast"] == []
+    assert not [key for key in kube.objects if key[0] not in ("Lease",)]
+
+
+def test_an_operator_of_one_namespace_looks_for_its_rbac_objects_only_where_it_may() -> None:
+    kube, profiles = FakeKube(), Profiles()
+    body = named("fast")
+    listed: list[tuple[str, str | None]] = []
+    list_objects = kube.list_objects
+
+    async def recording(kind: Kind, selector: str, namespace: str | None = None) -> Any:
+        listed.append((kind.kind, namespace))
+        return await list_objects(kind, selector, namespace)
+
+    kube.list_objects = recording  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, body, cluster_wide=False)
+        await asyncio.sleep(1)
+        deleting = copy.deepcopy(body)
+        deleting["metadata"].update(
+            finalizers=[FINALIZER], deletionTimestamp="2026-01-01T00:01:00Z", generation=1
+        )
+        controller.profile_changed(deleting)
+        await asyncio.sleep(1)
+        await controller.stop()
+
+    run_virtually(scenario)
+    rbac = {(kind, namespace) for kind, namespace in listed if kind in ("Role", "RoleBinding")}
+    namespace = body["metadata"]["namespace"]
+    assert rbac == {
+        (kind, ns) for kind in ("Role", "RoleBinding") for ns in (namespace, "kube-system")
+    }
+    assert ("ClusterRoleBinding", None) in listed
+    # Everything it made, in kube-system too, is gone with the resource.
     assert not [key for key in kube.objects if key[0] not in ("Lease",)]
 
 

@@ -43,6 +43,7 @@ from kubeherd.scheduler.config import (
     render_configuration,
 )
 from kubeherd.scheduler.objects import (
+    AUTHENTICATION_NAMESPACE,
     KIND,
     MANIFEST_HASH_LABEL,
     OWNER_UID_LABEL,
@@ -163,9 +164,13 @@ class SchedulerProfileController:
         *,
         status_interval: float = SCHEDULER_STATUS_INTERVAL,
         clock: Callable[[], float] = time.time,
+        cluster_wide: bool = True,
     ) -> None:
         self.kube = kube
         self.claims = claims
+        # An operator of some namespaces only holds its rights on Roles and RoleBindings there
+        # (and in kube-system): it looks for its own where it may make them, not cluster-wide.
+        self.cluster_wide = cluster_wide
         self.status_interval = status_interval
         self.clock = clock
         self.events = EventRecorder(kube, KIND, clock=clock)
@@ -376,7 +381,7 @@ class SchedulerProfileController:
         }
         owner = state.owner
         for kind, namespace in (
-            *((kind, None) for kind in SPREAD_KINDS),
+            *self._spread_places(owner),
             *((kind, owner.namespace) for kind in OPTIONAL_LOCAL_KINDS),
         ):
             for existing in await self._labelled(kind, owner, namespace):
@@ -425,11 +430,27 @@ class SchedulerProfileController:
     async def _clean_up(self, state: ProfileState) -> bool:
         """Delete everything kubeherd made for the resource; False if something is left."""
         complete = True
-        for kind in (*SPREAD_KINDS, *LOCAL_KINDS):
-            namespace = state.owner.namespace if kind in LOCAL_KINDS else None
-            for existing in await self._labelled(kind, state.owner, namespace):
+        owner = state.owner
+        for kind, namespace in (
+            *self._spread_places(owner),
+            *((kind, owner.namespace) for kind in LOCAL_KINDS),
+        ):
+            for existing in await self._labelled(kind, owner, namespace):
                 complete &= await self._delete(state, kind, existing)
         return complete
+
+    def _spread_places(self, owner: Owner) -> list[tuple[Kind, str | None]]:
+        """Where the resource's RBAC objects may be: ClusterRoleBindings, and Roles and
+        RoleBindings in any namespace (an earlier version put a Lease's elsewhere), or for an
+        operator of some namespaces, in the resource's own and in kube-system."""
+        if self.cluster_wide:
+            return [(kind, None) for kind in SPREAD_KINDS]
+        namespaces = sorted({owner.namespace, AUTHENTICATION_NAMESPACE})
+        return [
+            (kind, namespace if kind.namespaced else None)
+            for kind in SPREAD_KINDS
+            for namespace in (namespaces if kind.namespaced else [None])
+        ]
 
     async def _labelled(
         self, kind: Kind, owner: Owner, namespace: str | None = None

@@ -44,6 +44,8 @@ SECURE_PORT = 10259
 PROBE_TIMEOUT_SECONDS = 15
 # Where the scheduler pods get system-cluster-critical unless the spec names a class.
 CRITICAL_NAMESPACE = "kube-system"
+# Where the API server keeps the authentication settings kube-scheduler reads.
+AUTHENTICATION_NAMESPACE = "kube-system"
 # Any non-root uid works: kube-scheduler writes nothing to disk (its serving certificate is
 # generated in memory).
 NON_ROOT_UID = 65532
@@ -295,7 +297,7 @@ def rbac_objects(
             owner,
             "RoleBinding",
             owner.cluster_unique("authentication-reader"),
-            "kube-system",
+            AUTHENTICATION_NAMESPACE,
             "Role",
             "extension-apiserver-authentication-reader",
         ),
