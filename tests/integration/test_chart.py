@@ -134,9 +134,18 @@ def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> No
     assert peering_parts(render("--set", "replicaCount=3")) == {
         "strategy": "RollingUpdate",
         "args": ["--peering=kubeherd", "--peering-lifetime=60"],
-        "rbac": [["clusterkopfpeerings", "kopfpeerings"]],
+        "rbac": [["clusterkopfpeerings"]],
         "crds": ["clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"],
     }
+    # An operator of one namespace peers in a KopfPeering there: its Role has the rights.
+    namespaced = render("--set", "replicaCount=2", "--set", "operator.namespace=team")
+    assert peering_parts(namespaced)["rbac"] == []
+    (team_role,) = (
+        d for d in namespaced if d["kind"] == "Role" and d["metadata"]["namespace"] == "team"
+    )
+    assert [r["resources"] for r in team_role["rules"] if r["apiGroups"] == ["kopf.dev"]] == [
+        ["kopfpeerings"]
+    ]
     shared = render("--set", "replicaCount=2", "--set", "peering.installCRDs=false")
     assert peering_parts(shared)["crds"] == []
 

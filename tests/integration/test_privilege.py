@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import RELEASE, RELEASE_NAMESPACE
 from tests.helpers import Kubectl, Operator, eventually
+from tests.integration.daemonsets import agent
 from tests.integration.test_customdaemonset_api import apply
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds_installed")]
@@ -22,24 +23,8 @@ SCHEDULER_ROLES = ("system:kube-scheduler", "system:volume-scheduler")
 
 
 def daemonset(name: str = "agent", **template_spec: Any) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "kubeherd.io/v1alpha1",
-        "kind": "CustomDaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    # No node has it: these tests are about who may create what, not pods.
-                    "nodeSelector": {"kubeherd.io/no-such-node": "true"},
-                    "containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.10"}],
-                    **template_spec,
-                },
-            },
-        },
-    }
+    # No node has the label: these tests are about who may create what, not about pods.
+    return agent(name, nodeSelector={"kubeherd.io/no-such-node": "true"}, **template_spec)
 
 
 def schedulerprofile(name: str = "extra", **spec: Any) -> dict[str, Any]:
