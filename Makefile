@@ -139,6 +139,15 @@ SCRAPE_ARGS ?=
 bench-scrape: deps ## Event-loop lag while /metrics is scraped at 5,000 CustomDaemonSets (no cluster, 20 s)
 	PYTHONPATH=. $(RUN) python -m bench.scrape_lag $(SCRAPE_ARGS)
 
+# make bench-flood: arguments for `python -m bench.scrape_flood`, e.g. FLOOD_ARGS="--runs 5" or
+# "--arms none,prometheus,flood" or "--fillers 1000".
+FLOOD_ARGS ?=
+
+.PHONY: bench-flood
+bench-flood: bins ## A 1000-node rollout with and without a /metrics scrape flood (about 20 min); appends to docs/benchmarks.md
+	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --reinstall-package kubeherd --quiet
+	KUBEHERD_OPERATOR_PYTHON=$(CURDIR)/$(RUNTIME_VENV)/bin/python PYTHONPATH=hack:. $(RUN) python -m bench.scrape_flood $(FLOOD_ARGS)
+
 # make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).
 KIND_VERSION ?= v0.29.0
 KIND_NODE_IMAGE ?= kindest/node:v1.33.1
