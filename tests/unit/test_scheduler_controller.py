@@ -356,7 +356,9 @@ def test_an_operator_of_one_namespace_looks_for_its_rbac_objects_only_where_it_m
     rbac = {(kind, namespace) for kind, namespace in listed if kind in ("Role", "RoleBinding")}
     namespace = body["metadata"]["namespace"]
     assert rbac == {
-        (kind, ns) for kind in ("Role", "RoleBinding") for ns in (namespace, "kube-system")
+        ("Role", namespace),
+        ("RoleBinding", namespace),
+        ("RoleBinding", "kube-system"),
     }
     assert ("ClusterRoleBinding", None) in listed
     # Everything it made, in kube-system too, is gone with the resource.

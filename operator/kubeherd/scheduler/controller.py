@@ -442,14 +442,15 @@ class SchedulerProfileController:
     def _spread_places(self, owner: Owner) -> list[tuple[Kind, str | None]]:
         """Where the resource's RBAC objects may be: ClusterRoleBindings, and Roles and
         RoleBindings in any namespace (an earlier version put a Lease's elsewhere), or for an
-        operator of some namespaces, in the resource's own and in kube-system."""
+        operator of some namespaces, where it makes them: the Lease's Role and RoleBinding in
+        the resource's own namespace, the authentication reader's RoleBinding in kube-system."""
         if self.cluster_wide:
             return [(kind, None) for kind in SPREAD_KINDS]
-        namespaces = sorted({owner.namespace, AUTHENTICATION_NAMESPACE})
+        cluster_role_binding, role_binding, role = SPREAD_KINDS
         return [
-            (kind, namespace if kind.namespaced else None)
-            for kind in SPREAD_KINDS
-            for namespace in (namespaces if kind.namespaced else [None])
+            (cluster_role_binding, None),
+            *((role_binding, ns) for ns in sorted({owner.namespace, AUTHENTICATION_NAMESPACE})),
+            (role, owner.namespace),
         ]
 
     async def _labelled(
