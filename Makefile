@@ -38,6 +38,12 @@ lock: tools ## Re-resolve dependencies into uv.lock after editing pyproject.toml
 bins: deps ## Build (or find cached) etcd, kube-*, kubectl, kwok, helm, containerd, CNI from hack/*/go.mod
 	$(LOCALCLUSTER) build
 
+# The metrics tests run Prometheus and promtool: built before pytest starts, so that a cold
+# build (minutes) never runs inside a test under pytest's per-test timeout.
+.PHONY: monitoring-tools
+monitoring-tools: deps ## Build (or find cached) prometheus and promtool from hack/prometheus/go.mod
+	$(LOCALCLUSTER) monitoring-tools
+
 .PHONY: cluster-up
 cluster-up: deps ## Start the local control plane with NODES fake nodes (REAL_NODE=1: and a real node)
 	$(LOCALCLUSTER) up
@@ -115,7 +121,7 @@ unit: lint ## Lint, then the unit tests only: no control plane, done in seconds
 	$(RUN) pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint bins ## Lint, then every test against local control planes the tests start (and a real node)
+test: lint bins monitoring-tools ## Lint, then every test against local control planes the tests start (and a real node)
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
 
