@@ -22,6 +22,8 @@ from kubeherd.peering import PeeringOptions
 
 # Objects per page of Kopf's first listings.
 LISTING_CHUNK = 50
+# Seconds Kopf's worker for an object waits, idle, for its next event before it ends.
+IDLE_WORKER_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,12 @@ def configure(settings: kopf.OperatorSettings, peering: PeeringOptions | None = 
     # Kopf's first listing of each kind a page at a time: CustomDaemonSets can be large, and
     # all of them at once were the peak of a restart.
     settings.watching.chunk_size = LISTING_CHUNK
+    # Kopf's worker for an object holds the object's last raw body while it waits for the next
+    # event (5 s by default): at a restart, every CustomDaemonSet's whole body at once.
+    # kubeherd's handlers take what they keep of a body when called, so a worker waiting
+    # longer saves nothing but spawning it again for the next event, which is cheap and rare
+    # (a CustomDaemonSet changes at most about once a second, with its status).
+    settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     # Explicit timeouts: a watch is restarted by the server every 10 minutes at most, and a
     # silent stream is detected by Kopf's inactivity timeout (bookmarks arrive every minute).
     settings.watching.server_timeout = 600

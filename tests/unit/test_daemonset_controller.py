@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from kubeherd.daemonset import history
 from kubeherd.daemonset.pods import REVISION_LABEL
 from kubeherd.daemonset.revisions import revision_name
+from kubeherd.daemonset.spec import DaemonSetSpec
 from kubeherd.daemonset.template_review import OperatorIdentity
 from kubeherd.kube.client import Outcome
 from kubeherd.meta import parse_time
@@ -378,6 +384,47 @@ def test_a_restart_on_a_settled_object_writes_nothing_and_asks_no_dry_run() -> N
         await restarted.stop()
         # Its status says this generation's template was accepted: nothing to ask or write.
         assert (cluster.dry_runs, len(cluster.writes)) == (1, writes)
+
+    run_virtually(scenario)
+
+
+def test_a_restarts_first_pass_on_a_settled_object_never_decodes_its_template(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # At a restart every object's first pass runs at once: a decoded template takes about ten
+    # times its JSON, so a tenant's large templates would all be held decoded together.
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+    decoded: list[str] = []
+
+    def spec_template(spec: DaemonSetSpec) -> dict[str, Any]:
+        decoded.append("spec.template")
+        loaded: dict[str, Any] = json.loads(spec.template_json)
+        return loaded
+
+    def history_loads(data: bytes) -> Any:
+        decoded.append("revision template")
+        return json.loads(data)
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+        writes = len(cluster.writes)
+        monkeypatch.setattr(DaemonSetSpec, "template", property(spec_template))
+        monkeypatch.setattr(history, "json", SimpleNamespace(loads=history_loads))
+        restarted = cluster.start(cluster.daemonset)
+        await settle()
+        assert (decoded, len(cluster.writes)) == ([], writes)
+        # A new template is decoded to record its revision and to build its pods.
+        cluster.update_spec(template=template(NEW))
+        await settle()
+        await restarted.stop()
+        assert "revision template" in decoded
+        assert "spec.template" in decoded
+        assert NEW in cluster.images().values()
 
     run_virtually(scenario)
 

@@ -1,13 +1,17 @@
-"""LISTs come a page at a time, and a write's body is encoded only once it has a slot."""
+"""LISTs come a page at a time, a page of revisions is dropped before the next is read, and
+a write's body is encoded only once it has a slot."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from typing import Any
 
 import pytest
 
+from kubeherd.daemonset.history import claimed_revisions
+from kubeherd.daemonset.revisions import build_revision
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import KINDS, Kube, WriteLimits
 
@@ -121,3 +125,69 @@ def test_writes_waiting_for_a_slot_are_not_encoded_yet(monkeypatch: pytest.Monke
 
     assert asyncio.run(scenario()) == 2
     assert len(encoded) == 10
+
+
+def alive_revisions() -> int:
+    gc.collect()
+    return sum(
+        1
+        for found in gc.get_objects()
+        if isinstance(found, dict) and found.get("kind") == "ControllerRevision"
+    )
+
+
+class RevisionServer:
+    """Serves ControllerRevisions `limit` at a time, kept as JSON (so that only what the
+    client decoded is alive), and counts at each request the revisions still alive."""
+
+    server_url = "https://127.0.0.1:6443"
+
+    def __init__(self, revisions: list[dict[str, Any]]) -> None:
+        self.encoded = [json.dumps(revision).encode() for revision in revisions]
+        self.alive_at_request: list[int] = []
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.alive_at_request.append(alive_revisions())
+        query = dict(kwargs.get("query") or [])
+        start = int(query.get("continue") or 0)
+        end = start + int(query["limit"])
+        more = str(end) if end < len(self.encoded) else ""
+        answer = Answer({})
+        answer._body = b'{"items":[%s],"metadata":{"continue":"%s"}}' % (
+            b",".join(self.encoded[start:end]),
+            more.encode(),
+        )
+        return answer
+
+    async def close(self) -> None:
+        pass
+
+
+def test_a_page_of_revisions_is_dropped_before_the_next_is_read() -> None:
+    # A revision holds a whole template: at a restart every CustomDaemonSet lists its own at
+    # once, and a page held while waiting for the next was held by all of them together.
+    cds = {
+        "apiVersion": "kubeherd.io/v1alpha1",
+        "kind": "CustomDaemonSet",
+        "metadata": {"name": "agent", "namespace": "ops", "uid": "uid-cds"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}},
+    }
+    revisions = [
+        {
+            **build_revision(cds, {"spec": {"containers": [{"image": f"a:{n}"}]}}, f"h{n}", n),
+            "kind": "ControllerRevision",
+        }
+        for n in range(1, 26)
+    ]
+    for number, revision in enumerate(revisions, 1):
+        revision["metadata"]["uid"] = f"uid-{number}"
+    server = RevisionServer(revisions)
+    kube = Kube(server, WriteLimits())
+    del revisions, revision
+    before = alive_revisions()
+
+    records = asyncio.run(claimed_revisions(kube, cds))
+
+    assert [record.number for record in records] == list(range(1, 26))
+    # Two queries (by label, by selector), of three pages each.
+    assert server.alive_at_request == [before] * 6

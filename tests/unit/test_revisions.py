@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeherd.daemonset.pods import template_hash
+from kubeherd.daemonset.pods import canonical_json, template_hash
 from kubeherd.daemonset.revisions import (
     Revision,
     RevisionRecord,
@@ -12,6 +12,7 @@ from kubeherd.daemonset.revisions import (
     decide_revision,
     owned_revisions,
     revision_hash,
+    revision_hash_of_json,
     revision_template,
     revisions_to_prune,
 )
@@ -38,9 +39,22 @@ def revision(image: str, number: int, collision_count: int = 0) -> Revision:
     return Revision(f"agent-{hash_}", f"uid-{number}", hash_, number, template(image))
 
 
+def stored(image: str) -> bytes:
+    """The template as the spec keeps it: its canonical JSON."""
+    return canonical_json(template(image))
+
+
 def test_without_collisions_the_revision_hash_is_the_pods_template_hash() -> None:
     assert revision_hash(template("agent:1"), 0) == template_hash(template("agent:1"))
     assert revision_hash(template("agent:1"), 1) != revision_hash(template("agent:1"), 0)
+
+
+def test_the_hash_of_a_template_kept_as_json_is_the_hash_of_the_template() -> None:
+    for count in (0, 1, 7, 12):
+        wrapped = {"template": template("agent:1"), "collisionCount": count}
+        expected = template_hash(wrapped) if count else template_hash(template("agent:1"))
+        assert revision_hash_of_json(stored("agent:1"), count) == expected
+        assert revision_hash(template("agent:1"), count) == expected
 
 
 def test_a_revision_object_holds_the_template_and_reads_back_the_same() -> None:
@@ -69,7 +83,7 @@ def test_only_revisions_this_object_controls_count() -> None:
 
 def test_a_new_template_gets_the_next_number() -> None:
     decision = decide_revision(
-        [revision("agent:1", 1), revision("agent:2", 2)], template("agent:3"), 0
+        [revision("agent:1", 1), revision("agent:2", 2)], stored("agent:3"), 0
     )
 
     assert decision.create == 3
@@ -79,7 +93,7 @@ def test_a_new_template_gets_the_next_number() -> None:
 
 def test_the_newest_template_needs_nothing() -> None:
     decision = decide_revision(
-        [revision("agent:1", 1), revision("agent:2", 2)], template("agent:2"), 0
+        [revision("agent:1", 1), revision("agent:2", 2)], stored("agent:2"), 0
     )
 
     assert (decision.create, decision.renumber) == (None, None)
@@ -88,7 +102,7 @@ def test_the_newest_template_needs_nothing() -> None:
 def test_an_old_template_brought_back_becomes_the_newest_revision() -> None:
     first = revision("agent:1", 1)
 
-    decision = decide_revision([first, revision("agent:2", 2)], template("agent:1"), 0)
+    decision = decide_revision([first, revision("agent:2", 2)], stored("agent:1"), 0)
 
     assert decision.create is None
     assert decision.renumber == (first, 3)
@@ -98,7 +112,7 @@ def test_a_name_taken_by_another_template_is_a_collision_and_hashes_again() -> N
     taken = revision("agent:1", 1)
     impostor = Revision(taken.name, "uid-x", taken.hash, 1, template("agent:other"))
 
-    decision = decide_revision([impostor], template("agent:1"), 0)
+    decision = decide_revision([impostor], stored("agent:1"), 0)
 
     assert decision.collision_count == 1
     assert decision.hash == revision_hash(template("agent:1"), 1)
@@ -133,15 +147,15 @@ def test_a_kept_record_has_no_template_but_tells_the_same_one_from_another() -> 
     kept = record("agent:1", 1)
 
     assert not hasattr(kept, "template")
-    assert decide_revision([kept], template("agent:1"), 0).create is None
-    assert decide_revision([kept], template("agent:2"), 0).create == 2
+    assert decide_revision([kept], stored("agent:1"), 0).create is None
+    assert decide_revision([kept], stored("agent:2"), 0).create == 2
 
 
 def test_a_record_whose_hash_holds_another_template_is_a_collision() -> None:
     taken = record("agent:1", 1)
     impostor = RevisionRecord(taken.name, "uid-x", taken.hash, 1, record("agent:9", 1).digest)
 
-    decision = decide_revision([impostor], template("agent:1"), 0)
+    decision = decide_revision([impostor], stored("agent:1"), 0)
 
     assert decision.collision_count == 1
     assert decision.create == 2

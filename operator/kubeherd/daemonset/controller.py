@@ -197,7 +197,9 @@ class DaemonSetController:
             self.runner.cancel(key, STATUS_TIMER)
             await self._write_status(key, state, *state.status.last_pass)
         if spec.template_hash != rollout.template_hash:
-            state.history = await record_revision(self.kube, self.events, state.body, spec.template)
+            state.history = await record_revision(
+                self.kube, self.events, state.body, spec.template_json
+            )
         dirty = marks.nodes
         if marks.everything or new_spec:
             # A new template or generation can change every node's verdict.

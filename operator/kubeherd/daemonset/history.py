@@ -5,6 +5,7 @@ limit. The decisions are in `revisions` (pure); this module only talks to the AP
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,19 +58,24 @@ class History:
 
 
 async def record_revision(
-    kube: Kube, events: EventRecorder, body: Mapping[str, Any], template: Mapping[str, Any]
+    kube: Kube, events: EventRecorder, body: Mapping[str, Any], template_json: bytes
 ) -> History:
-    """Make sure the template has a ControllerRevision, and the newest revision number."""
+    """Make sure the template (its canonical JSON) has a ControllerRevision, and the newest
+    revision number. The template is decoded only to write a revision: a pass that finds its
+    revision in place (every first pass after a restart) holds only the JSON while it waits for
+    the revision listing."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     uid = body["metadata"]["uid"]
     collision_count = int((body.get("status") or {}).get("collisionCount") or 0)
     for _attempt in range(MAX_ATTEMPTS):
         records = await claimed_revisions(kube, body)
-        decision = decide_revision(records, template, collision_count)
+        decision = decide_revision(records, template_json, collision_count)
         collision_count = decision.collision_count
         outcome = Outcome(200)
         if decision.create is not None:
-            revision = build_revision(body, template, decision.hash, decision.create)
+            revision = build_revision(
+                body, json.loads(template_json), decision.hash, decision.create
+            )
             outcome = await kube.create_controller_revision(namespace, revision)
             if outcome.already_exists:
                 # Either another pass made it meanwhile (then the next listing shows it), or
@@ -90,7 +96,9 @@ async def record_revision(
             if outcome.status == 422 and "immutable" in outcome.message:
                 # Stored by an earlier kubeherd with non-canonical data, which any patch is
                 # refused for: made again with its new number instead.
-                outcome = await _recreate_revision(kube, body, template, old, number)
+                outcome = await _recreate_revision(
+                    kube, body, json.loads(template_json), old, number
+                )
                 if outcome.already_exists:
                     continue
         if not outcome.ok:
@@ -113,23 +121,43 @@ async def claimed_revisions(kube: Kube, body: Mapping[str, Any]) -> list[Revisio
     selector, which it adopts as the native controller does. Read a page at a time, and only
     records are kept: a revision holds a whole template, and a tenant can make many."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    uid = body["metadata"]["uid"]
     selector = selector_text((body.get("spec") or {}).get("selector") or {})
     reference = controller_reference(body, KIND)
     by_uid: dict[str, RevisionRecord] = {}
     for query in (f"{OWNER_LABEL}={name}", selector):
         async for page in kube.controller_revision_pages(namespace, query):
-            for found in page:
-                owner = controller_uid(found)
-                adopted = (
-                    owner is None
-                    and query == selector
-                    and revision_adoptable(found)
-                    and await _adopt(kube, namespace, name, found, reference)
-                )
-                if owner == uid or adopted:
-                    by_uid[found["metadata"]["uid"]] = RevisionRecord.from_body(found)
+            for found in await _records(kube, body, page, reference, adopt=query == selector):
+                by_uid[found.uid] = found
+            # Emptied now, not when the next page (or the other query's first) has come: at a
+            # restart every CustomDaemonSet's first pass lists its revisions at once, and each
+            # would hold a page of whole templates while it waits for the next.
+            page.clear()
     return in_order(by_uid.values())
+
+
+async def _records(
+    kube: Kube,
+    body: Mapping[str, Any],
+    page: list[dict[str, Any]],
+    reference: Mapping[str, Any],
+    adopt: bool,
+) -> list[RevisionRecord]:
+    """The records of the page's revisions that the CustomDaemonSet controls, or adopts
+    (`adopt`: the page was found by its selector)."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    uid = body["metadata"]["uid"]
+    records = []
+    for found in page:
+        owner = controller_uid(found)
+        adopted = (
+            owner is None
+            and adopt
+            and revision_adoptable(found)
+            and await _adopt(kube, namespace, name, found, reference)
+        )
+        if owner == uid or adopted:
+            records.append(RevisionRecord.from_body(found))
+    return records
 
 
 async def _adopt(

@@ -19,8 +19,8 @@ from kubeherd.daemonset.pods import (
     KIND,
     OWNER_LABEL,
     REVISION_LABEL,
+    canonical_hash,
     canonical_json,
-    template_hash,
 )
 from kubeherd.meta import controller_reference
 
@@ -30,11 +30,21 @@ PATCH_DIRECTIVE = "$patch"
 
 
 def revision_hash(template: Mapping[str, Any], collision_count: int) -> str:
+    return revision_hash_of_json(canonical_json(template), collision_count)
+
+
+def revision_hash_of_json(template_json: bytes, collision_count: int) -> str:
+    """The revision hash of a template given as its canonical JSON (`canonical_json`): a
+    tenant's template can be large, and a pass that only compares revisions need not decode
+    it."""
     # Without a collision the hash is the template's own, so pods created before kubeherd kept
     # revisions keep counting as up to date.
     if collision_count <= 0:
-        return template_hash(template)
-    return template_hash({"template": template, "collisionCount": collision_count})
+        return canonical_hash(template_json)
+    # The canonical JSON of {"template": template, "collisionCount": n}, built around the
+    # template's own bytes: sorted keys put collisionCount first, and canonical JSON is ASCII.
+    wrapped = b'{"collisionCount":%d,"template":%s}' % (collision_count, template_json)
+    return canonical_hash(wrapped)
 
 
 def revision_name(cds_name: str, hash_: str) -> str:
@@ -44,7 +54,12 @@ def revision_name(cds_name: str, hash_: str) -> str:
 def template_digest(template: Mapping[str, Any]) -> str:
     """A digest that is equal for two templates exactly when they are: it stands in for a kept
     revision's template, which can be large, where only its equality matters."""
-    return hashlib.sha256(canonical_json(template)).hexdigest()
+    return template_digest_of_json(canonical_json(template))
+
+
+def template_digest_of_json(template_json: bytes) -> str:
+    """`template_digest` of a template given as its canonical JSON."""
+    return hashlib.sha256(template_json).hexdigest()
 
 
 class RevisionFacts(Protocol):
@@ -173,15 +188,18 @@ class RevisionDecision:
 
 
 def decide_revision(
-    revisions: Iterable[RevisionFacts], template: Mapping[str, Any], collision_count: int
+    revisions: Iterable[RevisionFacts], template_json: bytes, collision_count: int
 ) -> RevisionDecision:
-    """Find or plan the revision of `template`. A revision of that name holding a different
-    template is a hash collision: count it and hash again, as the native controller does."""
+    """Find or plan the revision of the template whose canonical JSON is `template_json`. A
+    revision of that name holding a different template is a hash collision: count it and hash
+    again, as the native controller does. The JSON is hashed, never decoded: at a restart every
+    CustomDaemonSet's first pass decides its revision at once, and decoded templates take about
+    ten times their JSON's size."""
     by_hash = {revision.hash: revision for revision in revisions}
     newest = max((revision.number for revision in by_hash.values()), default=0)
-    digest = template_digest(template)
+    digest = template_digest_of_json(template_json)
     while True:
-        hash_ = revision_hash(template, collision_count)
+        hash_ = revision_hash_of_json(template_json, collision_count)
         existing = by_hash.get(hash_)
         if existing is None:
             return RevisionDecision(hash_, collision_count, create=newest + 1)

@@ -392,8 +392,12 @@ class Kube:
             if token:
                 query.append(("continue", token))
             listing = await self._read(kind.path(namespace), query, timeout=LIST_TIMEOUT) or {}
-            yield list(listing.get("items") or [])
             token = str((listing.get("metadata") or {}).get("continue") or "")
+            items = list(listing.get("items") or [])
+            # Nothing of the page but the list handed on stays here while the next one is
+            # read: a caller that empties it holds nothing of it meanwhile.
+            del listing
+            yield items
             if not token:
                 return
 
