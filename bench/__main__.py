@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.api import ApiError
 from bench.profile import layer_shares
-from bench.report import markdown, plot, summarize
+from bench.report import markdown, plot, publish, report, summarize
 from bench.scenarios import REPO, Bench, Options
 from bench.workload import pod_template
 from kubeherd.kube.client import WriteLimits
@@ -158,10 +158,6 @@ def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
     }
 
 
-def report(message: str) -> None:
-    print(message, flush=True)
-
-
 async def run(bench: Bench, options: Options, save: Any) -> None:
     sizes = sorted(set(options.growth if "B5" in options.only else ()) | {options.nodes})
     await bench.set_up()
@@ -241,14 +237,6 @@ def main(argv: list[str] | None = None) -> int:
     publish(markdown(document, summary), arguments)
     report(f"results in {json_path}; {time.monotonic() - started:.0f}s in all")
     return 0
-
-
-def publish(section: str, arguments: argparse.Namespace) -> None:
-    print("\n" + section)
-    if not arguments.no_docs:
-        with arguments.docs.open("a") as docs:
-            docs.write("\n" + section)
-        report(f"appended to {arguments.docs}")
 
 
 def render(arguments: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@ docs/benchmarks.md, and a plot of rollout progress. `summarize` and `markdown` a
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -341,3 +342,17 @@ def plot(results: Mapping[str, Any], nodes: int, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     plt.close(figure)
+
+
+def report(message: str) -> None:
+    """Progress, as it happens (the benchmarks run for minutes)."""
+    print(message, flush=True)
+
+
+def publish(section: str, arguments: argparse.Namespace) -> None:
+    """Print a results section and, unless --no-docs, append it to the docs page."""
+    print("\n" + section)
+    if not arguments.no_docs:
+        with arguments.docs.open("a") as docs:
+            docs.write("\n" + section)
+        report(f"appended to {arguments.docs}")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import Api, Json, wait_for
+from bench.report import publish, report
 from bench.scenarios import KUBEHERD, REPO, Bench, Options, bounded, controller_kind
 from bench.workload import custom_daemonset
 from localcluster.binaries import ensure_binaries
@@ -54,10 +55,6 @@ STATUS_POLL = 0.25
 STATUS_TIMEOUT = 120.0
 
 Report = Callable[[str], None]
-
-
-def report(message: str) -> None:
-    print(message, flush=True)
 
 
 # The scrapers' processes ------------------------------------------------------------------
@@ -441,14 +438,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if unknown := set(arguments.arms) - set(ARMS):
         parser.error(f"unknown arms: {', '.join(sorted(unknown))}")
     return arguments
-
-
-def publish(section: str, arguments: argparse.Namespace) -> None:
-    print("\n" + section)
-    if not arguments.no_docs:
-        with arguments.docs.open("a") as docs:
-            docs.write("\n" + section)
-        report(f"appended to {arguments.docs}")
 
 
 async def _measure_and_tear_down(flood: Flood) -> None:

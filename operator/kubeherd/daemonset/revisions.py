@@ -80,6 +80,17 @@ class RevisionFacts(Protocol):
 AnyRevision = TypeVar("AnyRevision", bound=RevisionFacts)
 
 
+def _identity(body: Mapping[str, Any]) -> tuple[str, str, str, int]:
+    """A ControllerRevision's name, uid, template hash and number."""
+    metadata = body.get("metadata") or {}
+    return (
+        metadata.get("name", ""),
+        metadata.get("uid", ""),
+        (metadata.get("labels") or {}).get(REVISION_LABEL, ""),
+        int(body.get("revision") or 0),
+    )
+
+
 @dataclass(frozen=True)
 class RevisionRecord:
     """What the controller keeps of a ControllerRevision: its template's digest, not the
@@ -93,14 +104,7 @@ class RevisionRecord:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RevisionRecord:
-        metadata = body.get("metadata") or {}
-        return cls(
-            name=metadata.get("name", ""),
-            uid=metadata.get("uid", ""),
-            hash=(metadata.get("labels") or {}).get(REVISION_LABEL, ""),
-            number=int(body.get("revision") or 0),
-            digest=template_digest(revision_template(body)),
-        )
+        return cls(*_identity(body), digest=template_digest(revision_template(body)))
 
 
 @dataclass(frozen=True)
@@ -119,14 +123,7 @@ class Revision:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Revision:
-        metadata = body.get("metadata") or {}
-        return cls(
-            name=metadata.get("name", ""),
-            uid=metadata.get("uid", ""),
-            hash=(metadata.get("labels") or {}).get(REVISION_LABEL, ""),
-            number=int(body.get("revision") or 0),
-            template=revision_template(body),
-        )
+        return cls(*_identity(body), template=revision_template(body))
 
 
 def revision_template(body: Mapping[str, Any]) -> dict[str, Any]:
