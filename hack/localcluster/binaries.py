@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HACK_DIR = Path(__file__).resolve().parent.parent
+# One wrapper module per Kubernetes minor, hack/k8s/<minor>/go.mod (hack/k8s/pin.sh makes one).
+KUBERNETES_MODULES = HACK_DIR / "k8s"
 
 # Every binary the local cluster and the tests run.
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
@@ -114,8 +116,21 @@ def kubernetes_version_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+def kubernetes_minors() -> tuple[str, ...]:
+    """The Kubernetes minors pinned under hack/k8s, oldest first."""
+    minors = [
+        folder.name for folder in KUBERNETES_MODULES.glob("*/go.mod") for folder in [folder.parent]
+    ]
+    return tuple(sorted(minors, key=lambda minor: tuple(int(part) for part in minor.split("."))))
+
+
+def kubernetes_module_dir(minor: str | None = None) -> Path:
+    """The wrapper module of `minor` (default: the newest pinned)."""
+    return KUBERNETES_MODULES / (minor or kubernetes_minors()[-1])
+
+
 def build_steps() -> tuple[BuildStep, ...]:
-    kubernetes_dir = HACK_DIR / "k8s"
+    kubernetes_dir = kubernetes_module_dir()
     kubernetes_version = required_version(kubernetes_dir, "k8s.io/kubernetes")
     helm_dir = HACK_DIR / "helm"
     kwok_dir = HACK_DIR / "kwok"

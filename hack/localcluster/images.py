@@ -46,6 +46,7 @@ from localcluster.binaries import (
     default_bin_dir,
     ensure_binaries,
     envtest_overrides,
+    kubernetes_module_dir,
     required_version,
 )
 from localcluster.hostpackages import IMAGE_PACKAGES, ensure_packages
@@ -130,8 +131,10 @@ class ImageArchive:
 
 def scheduler_image() -> str:
     """The image a SchedulerProfile runs by default on this cluster, whose /version reports the
-    Kubernetes version pinned in hack/k8s/go.mod."""
-    return f"{SCHEDULER_REPOSITORY}:{required_version(HACK_DIR / 'k8s', 'k8s.io/kubernetes')}"
+    Kubernetes version pinned in hack/k8s/<newest minor>/go.mod."""
+    return (
+        f"{SCHEDULER_REPOSITORY}:{required_version(kubernetes_module_dir(), 'k8s.io/kubernetes')}"
+    )
 
 
 def default_images_dir() -> Path:

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.binaries import HACK_DIR, required_version
+from localcluster.binaries import kubernetes_module_dir, required_version
 from localcluster.cluster import LocalCluster, _is_alive, port_is_listening
 from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE, ZONE_LABEL, is_ready
 from tests.helpers import REPO, Kubectl, TrackedFakeNodes, eventually
@@ -59,7 +59,7 @@ def test_fake_nodes_are_listed_ready_with_realistic_labels_and_capacity(kubectl:
 
 
 def test_kubectl_and_the_api_server_report_the_built_version(kubectl: Kubectl) -> None:
-    built = required_version(HACK_DIR / "k8s", "k8s.io/kubernetes")
+    built = required_version(kubernetes_module_dir(), "k8s.io/kubernetes")
 
     versions = json.loads(kubectl("version", "-o", "json").stdout)
 

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from kubeherd.scheduler.objects import scheduler_image as rendered_scheduler_image
-from localcluster.binaries import HACK_DIR, kubernetes_version_ldflags, required_version
+from localcluster.binaries import (
+    kubernetes_module_dir,
+    kubernetes_version_ldflags,
+    required_version,
+)
 from localcluster.images import (
     DEFAULT_DEBIAN_MIRROR,
     IMAGE_NAMES,
@@ -57,7 +61,7 @@ def make_repo(root: Path) -> Path:
 
 
 def test_the_scheduler_image_is_what_a_scheduler_profile_renders_on_this_cluster() -> None:
-    version = required_version(HACK_DIR / "k8s", "k8s.io/kubernetes")
+    version = required_version(kubernetes_module_dir(), "k8s.io/kubernetes")
     # The built API server reports the pinned version as its gitVersion, which the operator
     # reads from /version and renders the default image with.
     assert f"-X k8s.io/component-base/version.gitVersion={version}" in kubernetes_version_ldflags(

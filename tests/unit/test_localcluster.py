@@ -11,10 +11,10 @@ import pytest
 
 from localcluster import cluster
 from localcluster.binaries import (
-    HACK_DIR,
     Binaries,
     build_steps,
     envtest_overrides,
+    kubernetes_module_dir,
     kubernetes_version_ldflags,
     required_version,
     versions_key,
@@ -43,8 +43,8 @@ def test_required_version_reads_the_pin_from_a_go_mod(tmp_path: Path) -> None:
 
 
 def test_every_staging_module_is_replaced_by_the_matching_published_version() -> None:
-    go_mod = (HACK_DIR / "k8s" / "go.mod").read_text()
-    version = required_version(HACK_DIR / "k8s", "k8s.io/kubernetes")
+    go_mod = (kubernetes_module_dir() / "go.mod").read_text()
+    version = required_version(kubernetes_module_dir(), "k8s.io/kubernetes")
     staging = version.replace("v1.", "v0.", 1)
 
     replaces = [line for line in go_mod.splitlines() if line.startswith("replace k8s.io/")]

@@ -1,4 +1,4 @@
-module kubeherd.local/hack/k8s
+module kubeherd.local/hack/k8s/1.37
 
 go 1.26.0
 
