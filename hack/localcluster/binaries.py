@@ -8,6 +8,9 @@ in seconds and a version bump never mixes old and new binaries.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -17,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +45,12 @@ KUBERNETES_BINARIES = (
     "kubelet",
     "kube-proxy",
 )
+# The tags upstream's hack/lib/golang.sh builds release binaries with.
+KUBERNETES_TAGS = ("selinux", "notest", "grpcnotrace")
+# What a cluster at another minor than the newest takes from that minor (the rest, kubectl
+# among them, is the newest's); a real node adds its own programs.
+MINOR_CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+MINOR_REAL_NODE = ("kubelet", "kube-proxy")
 # What KUBEBUILDER_ASSETS is expected to hold (the envtest layout).
 ENVTEST_BINARIES = ("etcd", "kube-apiserver", "kubectl")
 KWOK_STAGES_FILE = "kwok-stages.yaml"
@@ -85,6 +94,8 @@ class BuildStep:
     tags: tuple[str, ...] = ()
     # A folder under the bin folder for the outputs (CNI plugins), or "" for the bin folder.
     subfolder: str = ""
+    # The steps this one builds together in one invocation, each stamped on its own.
+    parts: tuple[BuildStep, ...] = ()
 
     @property
     def version(self) -> str:
@@ -129,25 +140,57 @@ def kubernetes_module_dir(minor: str | None = None) -> Path:
     return KUBERNETES_MODULES / (minor or kubernetes_minors()[-1])
 
 
+class UnpinnedVersionError(RuntimeError):
+    """A Kubernetes version that no wrapper module under hack/k8s pins."""
+
+
+def pinned_minor(version: str) -> str:
+    """The pinned minor that `version` names: `1.34`, `v1.34`, or the pinned release itself
+    (`v1.34.4`, `1.34.4`); any other version is refused with the list of pinned ones."""
+    minors = kubernetes_minors()
+    pinned = ", ".join(f"{minor} ({kubernetes_version(minor)})" for minor in minors)
+    match = re.fullmatch(r"v?(1\.\d+)(\.\d+)?", version.strip())
+    if match is None or match.group(1) not in minors:
+        raise UnpinnedVersionError(f"Kubernetes {version} is not pinned here; pinned: {pinned}")
+    minor = match.group(1)
+    if match.group(2) and f"v{minor}{match.group(2)}" != kubernetes_version(minor):
+        raise UnpinnedVersionError(
+            f"Kubernetes {version} is not pinned here: {minor} is pinned at "
+            f"{kubernetes_version(minor)} (hack/k8s/pin.sh pins another); pinned: {pinned}"
+        )
+    return minor
+
+
+def newest_minor() -> str:
+    return kubernetes_minors()[-1]
+
+
+def kubernetes_version(minor: str | None = None) -> str:
+    """The release pinned for `minor` (default: the newest), such as v1.34.4."""
+    return required_version(kubernetes_module_dir(minor), "k8s.io/kubernetes")
+
+
+def kubernetes_step(minor: str | None, names: tuple[str, ...]) -> BuildStep:
+    """One `go build` of the Kubernetes binaries `names` of `minor` (default: the newest)."""
+    return BuildStep(
+        name="kubernetes",
+        module_dir=kubernetes_module_dir(minor),
+        main_module="k8s.io/kubernetes",
+        packages=tuple(f"k8s.io/kubernetes/cmd/{name}" for name in names),
+        outputs=names,
+        ldflags=kubernetes_version_ldflags(kubernetes_version(minor)),
+        tags=KUBERNETES_TAGS,
+    )
+
+
 def build_steps() -> tuple[BuildStep, ...]:
-    kubernetes_dir = kubernetes_module_dir()
-    kubernetes_version = required_version(kubernetes_dir, "k8s.io/kubernetes")
     helm_dir = HACK_DIR / "helm"
     kwok_dir = HACK_DIR / "kwok"
     containerd_dir = HACK_DIR / "containerd"
     cni_dir = HACK_DIR / "cni"
     return (
-        BuildStep(
-            name="kubernetes",
-            module_dir=kubernetes_dir,
-            main_module="k8s.io/kubernetes",
-            # One invocation, so the packages they share are compiled once.
-            packages=tuple(f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_BINARIES),
-            outputs=KUBERNETES_BINARIES,
-            ldflags=kubernetes_version_ldflags(kubernetes_version),
-            # The tags upstream's hack/lib/golang.sh builds release binaries with.
-            tags=("selinux", "notest", "grpcnotrace"),
-        ),
+        # One invocation, so the packages they share are compiled once.
+        kubernetes_step(None, KUBERNETES_BINARIES),
         BuildStep(
             name="etcd",
             module_dir=HACK_DIR / "etcd",
@@ -257,6 +300,13 @@ class Binaries:
 
     bin_dir: Path
     overrides: dict[str, Path] = field(default_factory=dict)
+    # The Kubernetes minor of the control plane (the newest pinned, unless a cluster asks for
+    # another: then that minor's binaries are among the overrides).
+    minor: str = field(default_factory=newest_minor)
+
+    @property
+    def kubernetes_version(self) -> str:
+        return kubernetes_version(self.minor)
 
     def path(self, name: str) -> Path:
         return self.overrides.get(name, self.bin_dir / name)
@@ -385,8 +435,25 @@ def _is_current(bin_dir: Path, step: BuildStep) -> bool:
     )
 
 
-def ensure_binaries(bin_dir: Path | None = None, report: Report = _print_report) -> Binaries:
-    """Return the binaries, building whatever is missing or out of date (and only that)."""
+def ensure_binaries(
+    bin_dir: Path | None = None,
+    report: Report = _print_report,
+    *,
+    minor: str | None = None,
+    real_node: bool = False,
+) -> Binaries:
+    """Return the binaries, building whatever is missing or out of date (and only that). With
+    a `minor` other than the newest, the control plane (and, for a `real_node`, kubelet and
+    kube-proxy: never newer than the API server) are that minor's."""
+    binaries = _ensure_default_binaries(bin_dir, report)
+    if minor is not None and minor != binaries.minor:
+        names = MINOR_CONTROL_PLANE + (MINOR_REAL_NODE if real_node else ())
+        binaries.overrides.update(ensure_minor_binaries(minor, names, report))
+        binaries.minor = minor
+    return binaries
+
+
+def _ensure_default_binaries(bin_dir: Path | None, report: Report) -> Binaries:
     bin_dir = bin_dir or default_bin_dir()
     overrides = envtest_overrides()
     steps = build_steps()
@@ -402,6 +469,93 @@ def ensure_binaries(bin_dir: Path | None = None, report: Report = _print_report)
         kwok = next(step for step in steps if step.name == "kwok")
         _write_kwok_stages(kwok.module_dir, bin_dir)
     return Binaries(bin_dir=bin_dir, overrides=overrides)
+
+
+def minor_bin_dir(minor: str) -> Path:
+    """Where `minor`'s own Kubernetes binaries are cached: a folder per pinned release, so a
+    patch bump never mixes binaries."""
+    return _cache_home() / f"kubernetes-{kubernetes_version(minor)}" / "bin"
+
+
+def _binary_step(minor: str, name: str) -> BuildStep:
+    # Stamped one binary at a time: a later build that adds binaries keeps the earlier ones.
+    return dataclasses.replace(kubernetes_step(minor, (name,)), name=name)
+
+
+def _in_default_bundle(minor: str, names: tuple[str, ...]) -> dict[str, Path] | None:
+    """The newest minor's binaries, where `make bins` put them, if they are current there."""
+    if minor != newest_minor() or os.environ.get("KUBEHERD_BIN_DIR"):
+        return None
+    bin_dir = default_bin_dir()
+    if not _is_current(bin_dir, kubernetes_step(None, KUBERNETES_BINARIES)):
+        return None
+    return {name: bin_dir / name for name in names}
+
+
+def ensure_minor_binaries(
+    minor: str, names: Iterable[str], report: Report = _print_report
+) -> dict[str, Path]:
+    """The Kubernetes binaries `names` of a pinned `minor`, by name: those missing or out of
+    date are built in one `go build`, so the packages they share compile once."""
+    if minor not in kubernetes_minors():
+        raise UnpinnedVersionError(f"Kubernetes {minor} is not pinned under {KUBERNETES_MODULES}")
+    wanted = set(names)
+    unknown = sorted(wanted - set(KUBERNETES_BINARIES))
+    if unknown:
+        raise ValueError(f"not a Kubernetes binary: {', '.join(unknown)}")
+    ordered = tuple(name for name in KUBERNETES_BINARIES if name in wanted)
+    bundled = _in_default_bundle(minor, ordered)
+    if bundled is not None:
+        return bundled
+    bin_dir = minor_bin_dir(minor)
+    parts = [_binary_step(minor, name) for name in ordered]
+
+    def together(pending: list[BuildStep]) -> list[BuildStep]:
+        if not pending:
+            return []
+        outputs = tuple(step.outputs[0] for step in pending)
+        return [dataclasses.replace(kubernetes_step(minor, outputs), parts=tuple(pending))]
+
+    _build(parts, bin_dir, report, combine=together)
+    return {name: bin_dir / name for name in ordered}
+
+
+def ensure_kube_scheduler(minor: str, report: Report = _print_report) -> Path:
+    """kube-scheduler of a pinned `minor`, built (only it) on first use and cached."""
+    return ensure_minor_binaries(minor, ("kube-scheduler",), report)["kube-scheduler"]
+
+
+def prebuilt_kube_scheduler(minor: str) -> Path | None:
+    """kube-scheduler of `minor` if it is already built and current, else None: for the tests,
+    which must not compile under their timeout (`make test` builds it first)."""
+    bundled = _in_default_bundle(minor, ("kube-scheduler",))
+    if bundled is not None:
+        return bundled["kube-scheduler"]
+    bin_dir = minor_bin_dir(minor)
+    return (
+        bin_dir / "kube-scheduler"
+        if _is_current(bin_dir, _binary_step(minor, "kube-scheduler"))
+        else None
+    )
+
+
+def test_cluster_minor() -> str:
+    """The minor of the second local cluster `make test` starts: the oldest pinned, the one
+    furthest from the newest that every other test runs on."""
+    return kubernetes_minors()[0]
+
+
+def ensure_test_binaries(report: Report = _print_report) -> dict[str, Path]:
+    """Everything the tests run, built before the first test starts: the default binaries,
+    kube-scheduler of every pinned minor, the oldest minor's control plane, Prometheus."""
+    binaries = ensure_binaries(report=report)
+    built = {name: binaries.path(name) for name in ALL_BINARIES}
+    for minor in kubernetes_minors():
+        names = MINOR_CONTROL_PLANE if minor == test_cluster_minor() else ("kube-scheduler",)
+        for name, path in ensure_minor_binaries(minor, names, report).items():
+            built[f"{name}@{minor}"] = path
+    built.update(ensure_monitoring_binaries(report))
+    return built
 
 
 def ensure_monitoring_binaries(report: Report = _print_report) -> dict[str, Path]:
@@ -434,19 +588,47 @@ def prometheus_operator_crds() -> list[Path]:
     return [folder / f"monitoring.coreos.com_{name}.yaml" for name in PROMETHEUS_OPERATOR_CRDS]
 
 
-def _build(pending: list[BuildStep], bin_dir: Path, report: Report) -> None:
-    if pending and shutil.which("go") is None:
-        raise RuntimeError("Go is needed to build the local binaries: install Go 1.26+")
+@contextlib.contextmanager
+def _exclusive(bin_dir: Path, report: Report) -> Iterator[None]:
+    """One build at a time per bin folder: two would write the same files."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    for index, step in enumerate(pending, start=1):
-        label = f"[{index}/{len(pending)}] {step.name} {step.version}"
-        report(f"{label}: building {', '.join(step.outputs)} into {bin_dir}")
-        step_started = time.monotonic()
-        _run_go_build(step, bin_dir, label, report)
-        if step.name == "kwok":
-            _write_kwok_stages(step.module_dir, bin_dir)
-        _stamp_path(bin_dir, step).write_text(step.fingerprint() + "\n")
-        report(f"{label}: done in {_format_elapsed(time.monotonic() - step_started)}")
-    if pending:
-        report(f"cold build finished in {_format_elapsed(time.monotonic() - started)}")
+    with (bin_dir / ".build.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report(f"waiting for another build into {bin_dir}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(
+    steps: list[BuildStep],
+    bin_dir: Path,
+    report: Report,
+    combine: Callable[[list[BuildStep]], list[BuildStep]] = lambda pending: pending,
+) -> None:
+    """Build the steps that are not current. `combine` may merge them into fewer `go build`s;
+    a merged step names the steps it stands for in `parts`, and stamps each of them."""
+    if all(_is_current(bin_dir, step) for step in steps):
+        return
+    if shutil.which("go") is None:
+        raise RuntimeError("Go is needed to build the local binaries: install Go 1.26+")
+    with _exclusive(bin_dir, report):
+        # Another process may have built some while this one waited.
+        builds = combine([step for step in steps if not _is_current(bin_dir, step)])
+        started = time.monotonic()
+        for index, step in enumerate(builds, start=1):
+            label = f"[{index}/{len(builds)}] {step.name} {step.version}"
+            report(f"{label}: building {', '.join(step.outputs)} into {bin_dir}")
+            step_started = time.monotonic()
+            _run_go_build(step, bin_dir, label, report)
+            if step.name == "kwok":
+                _write_kwok_stages(step.module_dir, bin_dir)
+            for part in step.parts or (step,):
+                _stamp_path(bin_dir, part).write_text(part.fingerprint() + "\n")
+            report(f"{label}: done in {_format_elapsed(time.monotonic() - step_started)}")
+        if builds:
+            report(f"cold build finished in {_format_elapsed(time.monotonic() - started)}")
