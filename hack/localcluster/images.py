@@ -5,8 +5,11 @@ Each image ends up as an OCI archive that `ctr -n k8s.io images import FILE` loa
 - pause (PAUSE_IMAGE): our hack/images/pause.c, compiled static, FROM scratch; the sandbox image.
 - testbox (TESTBOX_IMAGE): Debian's busybox-static and applet links, FROM scratch; for test pods
   (`httpd -f -p 8080 -h /www` answers real HTTP probes: /www holds index.html and healthz).
-- scheduler (scheduler_image()): the kube-scheduler binary `make bins` built, FROM scratch, named
-  exactly as a SchedulerProfile's Deployment asks for it by default, so no registry is needed.
+- scheduler (scheduler_image(minor)): the kube-scheduler binary of the cluster's Kubernetes minor,
+  FROM scratch, named exactly as a SchedulerProfile's Deployment asks for it by default on a
+  cluster of that minor, so no registry is needed. One per minor, each built when a cluster or a
+  test of that minor asks for it (`--kubernetes-version`): a real node at the newest minor
+  loads only the newest's.
 - operator (OPERATOR_IMAGE): ./Dockerfile, unchanged, as users build it, on a Python base image
   made here with debootstrap (PYTHON_BASE_IMAGE) instead of python:3.11-slim from Docker Hub.
 
@@ -16,7 +19,8 @@ files, the archives and the build logs. Each image is keyed by a fingerprint of 
 archive's name carries it, so a warm run only hashes files, and a changed input rebuilds that
 image only (a code change: the operator image, about a minute; the base is kept).
 
-`python -m localcluster.images [--only NAME]` builds and prints `reference archive` lines.
+`python -m localcluster.images [--only NAME] [--kubernetes-version 1.34]` builds and prints
+`reference archive` lines.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ from localcluster.binaries import (
     _print_report,
     default_bin_dir,
     ensure_binaries,
+    ensure_kube_scheduler,
     envtest_overrides,
-    kubernetes_module_dir,
-    required_version,
+    kubernetes_version,
+    pinned_minor,
 )
 from localcluster.hostpackages import IMAGE_PACKAGES, ensure_packages
 from localcluster.mounts import mounts_under, unmount_all_under
@@ -129,11 +134,26 @@ class ImageArchive:
     archive: Path
 
 
-def scheduler_image() -> str:
-    """The image a SchedulerProfile runs by default on this cluster, whose /version reports the
-    Kubernetes version pinned in hack/k8s/<newest minor>/go.mod."""
-    return (
-        f"{SCHEDULER_REPOSITORY}:{required_version(kubernetes_module_dir(), 'k8s.io/kubernetes')}"
+def scheduler_image(minor: str | None = None) -> str:
+    """The image a SchedulerProfile runs by default on a cluster of `minor` (default: the
+    newest), whose /version reports the release pinned in hack/k8s/<minor>/go.mod."""
+    return f"{SCHEDULER_REPOSITORY}:{kubernetes_version(minor)}"
+
+
+def scheduler_archive_name(minor: str) -> str:
+    """The scheduler image's archive name: one per minor, so no minor's replaces another's."""
+    return f"scheduler-{minor}"
+
+
+def scheduler_binaries(minor: str | None, report: Report = _print_report) -> Binaries:
+    """The binaries a scheduler image of `minor` is built from: only that minor's kube-scheduler
+    (built on first use), not its whole control plane."""
+    if minor is None:
+        return ensure_binaries(report=report)
+    return Binaries(
+        bin_dir=default_bin_dir(),
+        overrides={"kube-scheduler": ensure_kube_scheduler(minor, report)},
+        minor=minor,
     )
 
 
@@ -213,6 +233,17 @@ def fingerprint_operator(repo: Path, base_fingerprint: str) -> str:
 
 def archive_path(cache: Path, name: str, image_fingerprint: str) -> Path:
     return cache / "archives" / f"{name}-{image_fingerprint}.tar"
+
+
+def stale_archives(archive: Path, name: str) -> list[Path]:
+    """The archives of earlier fingerprints of the image `name`, beside `archive`; not those of
+    images whose name merely starts the same (scheduler-1.34, scheduler-1.37)."""
+    pattern = re.compile(rf"{re.escape(name)}-[0-9a-f]{{16}}\.tar")
+    return [
+        path
+        for path in archive.parent.glob(f"{name}-*.tar")
+        if path != archive and pattern.fullmatch(path.name)
+    ]
 
 
 # --- Host inspection ---------------------------------------------------------------------------
@@ -451,9 +482,15 @@ class _Buildah:
 
 @dataclass(frozen=True)
 class _Image:
+    # The archive's name; `kind`, the entry of IMAGE_NAMES that builds it, when it differs.
     name: str
     reference: str
     fingerprint: str
+    kind: str = ""
+
+    @property
+    def recipe(self) -> str:
+        return self.kind or self.name
 
 
 class _Builder:
@@ -471,11 +508,11 @@ class _Builder:
         _remove_tree(workdir)
         workdir.mkdir(parents=True)
         try:
-            if image.name == "pause":
+            if image.recipe == "pause":
                 self.pause(workdir)
-            elif image.name == "testbox":
+            elif image.recipe == "testbox":
                 self.testbox(workdir)
-            elif image.name == "scheduler":
+            elif image.recipe == "scheduler":
                 self.scheduler(image.reference)
             else:
                 self.operator(label)
@@ -667,8 +704,15 @@ def _images(names: Sequence[str], binaries: Binaries, repo: Path) -> list[_Image
         elif name == "scheduler":
             binary = binaries.path("kube-scheduler")
             _require_static(binary, "kube-scheduler", "build it with `make bins`")
-            reference = scheduler_image()
-            images.append(_Image(name, reference, fingerprint_scheduler(binary, reference)))
+            reference = scheduler_image(binaries.minor)
+            images.append(
+                _Image(
+                    scheduler_archive_name(binaries.minor),
+                    reference,
+                    fingerprint_scheduler(binary, reference),
+                    kind=name,
+                )
+            )
         else:
             base = fingerprint_python_base(debian_mirror())
             images.append(_Image(name, OPERATOR_IMAGE, fingerprint_operator(repo, base)))
@@ -751,7 +795,7 @@ def ensure_images(
     # Installed with apt when missing (as root on Debian), else a message saying what to install.
     ensure_packages(IMAGE_PACKAGES, report)
     _require_command("buildah")
-    if any(image.name == "pause" for image, _ in pending):
+    if any(image.recipe == "pause" for image, _ in pending):
         _require_command("gcc")
     started = time.monotonic()
     builder = _Builder(cache, binaries, repo, report)
@@ -772,9 +816,8 @@ def ensure_images(
                 builder.build(image, label)
                 builder.buildah.push_archive(image.reference, archive.archive)
                 # Archives of earlier fingerprints are stale for good.
-                for stale in archive.archive.parent.glob(f"{image.name}-*.tar"):
-                    if stale != archive.archive:
-                        stale.unlink()
+                for stale in stale_archives(archive.archive, image.name):
+                    stale.unlink()
                 report(
                     f"{label}: done in {_elapsed(time.monotonic() - image_started)}, "
                     f"{_size(archive.archive)} archive"
@@ -797,12 +840,20 @@ def main(argv: list[str] | None = None) -> int:
         choices=IMAGE_NAMES,
         help="build this image only (repeatable; default: all)",
     )
+    parser.add_argument(
+        "--kubernetes-version",
+        default=os.environ.get("K8S_VERSION") or None,
+        metavar="VERSION",
+        help="the scheduler image's Kubernetes minor (1.34) or pinned release (v1.34.4) "
+        "(default: $K8S_VERSION, else the newest)",
+    )
     options = parser.parse_args(argv)
     try:
         names = select_images(options.only)
+        minor = pinned_minor(options.kubernetes_version) if options.kubernetes_version else None
         # Only the scheduler image needs the Go binaries; `make image` must not build them.
         binaries = (
-            ensure_binaries()
+            scheduler_binaries(minor)
             if "scheduler" in names
             else Binaries(bin_dir=default_bin_dir(), overrides=envtest_overrides())
         )

@@ -10,7 +10,9 @@ import pytest
 
 from kubeherd.scheduler.objects import scheduler_image as rendered_scheduler_image
 from localcluster.binaries import (
+    kubernetes_minors,
     kubernetes_module_dir,
+    kubernetes_version,
     kubernetes_version_ldflags,
     required_version,
 )
@@ -33,8 +35,10 @@ from localcluster.images import (
     is_static_elf,
     operator_inputs,
     prepare_python_base,
+    scheduler_archive_name,
     scheduler_image,
     select_images,
+    stale_archives,
 )
 from localcluster.mounts import mounts_under
 
@@ -70,6 +74,31 @@ def test_the_scheduler_image_is_what_a_scheduler_profile_renders_on_this_cluster
 
     assert scheduler_image() == rendered_scheduler_image({}, version)
     assert scheduler_image() == f"registry.k8s.io/kube-scheduler:{version}"
+
+
+@pytest.mark.parametrize("minor", kubernetes_minors())
+def test_each_minors_scheduler_image_is_what_a_profile_renders_on_a_cluster_of_it(
+    minor: str,
+) -> None:
+    version = kubernetes_version(minor)
+
+    assert scheduler_image(minor) == rendered_scheduler_image({}, version)
+    assert scheduler_image(minor).startswith(f"registry.k8s.io/kube-scheduler:v{minor}.")
+
+
+def test_each_minors_scheduler_image_has_an_archive_of_its_own(tmp_path: Path) -> None:
+    names = {scheduler_archive_name(minor) for minor in kubernetes_minors()}
+    assert len(names) == len(kubernetes_minors())
+    old_134 = archive_path(tmp_path, "scheduler-1.34", "0123456789abcdef")
+    new_134 = archive_path(tmp_path, "scheduler-1.34", "fedcba9876543210")
+    other_minor = archive_path(tmp_path, "scheduler-1.37", "0123456789abcdef")
+    plugin_image = archive_path(tmp_path, "scheduler-1.34-plugin", "0123456789abcdef")
+    for archive in (old_134, new_134, other_minor, plugin_image):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        archive.write_text("")
+
+    assert stale_archives(new_134, "scheduler-1.34") == [old_134]
+    assert stale_archives(other_minor, "scheduler-1.37") == []
 
 
 def test_the_local_images_have_distinct_names_no_registry_serves() -> None:
