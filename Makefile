@@ -14,6 +14,10 @@ export NODES
 # REAL_NODE=1: cluster-up and run add a real node (kubelet, containerd; needs root).
 REAL_NODE ?=
 export REAL_NODE
+# K8S_VERSION=1.34 (or v1.34.4): cluster-up and run start that pinned minor's control plane
+# (hack/k8s/<minor>); empty: the newest.
+K8S_VERSION ?=
+export K8S_VERSION
 
 .PHONY: help
 help: ## List the targets
@@ -44,8 +48,14 @@ bins: deps ## Build (or find cached) etcd, kube-*, kubectl, kwok, helm, containe
 monitoring-tools: deps ## Build (or find cached) prometheus and promtool from hack/prometheus/go.mod
 	$(LOCALCLUSTER) monitoring-tools
 
+# Every binary the tests run, built before pytest starts: a cold build (minutes) must never run
+# inside a test under pytest's per-test timeout.
+.PHONY: test-tools
+test-tools: deps ## Build (or find cached) what `make test` runs: bins, kube-scheduler of every pinned minor, the oldest's control plane, prometheus
+	$(LOCALCLUSTER) test-tools >/dev/null
+
 .PHONY: cluster-up
-cluster-up: deps ## Start the local control plane with NODES fake nodes (REAL_NODE=1: and a real node)
+cluster-up: deps ## Start the local control plane with NODES fake nodes (K8S_VERSION=1.34: that minor; REAL_NODE=1: and a real node)
 	$(LOCALCLUSTER) up
 
 .PHONY: cluster-down
@@ -66,7 +76,7 @@ crds: deps ## Regenerate crds/, the chart's copy and docs/reference.md from the 
 CLUSTER ?= local
 
 .PHONY: run
-run: deps ## Quickstart: local cluster (REAL_NODE=1, CLUSTER=current), CRDs, RBAC, examples/, the operator
+run: deps ## Quickstart: local cluster (K8S_VERSION=1.34, REAL_NODE=1, CLUSTER=current), CRDs, RBAC, examples/, the operator
 	@UV="$(UV)" CLUSTER="$(CLUSTER)" bash hack/run.sh
 
 IMAGE ?= kubeherd:$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -121,7 +131,7 @@ unit: lint ## Lint, then the unit tests only: no control plane, done in seconds
 	$(RUN) pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint bins monitoring-tools ## Lint, then every test against local control planes the tests start (and a real node)
+test: lint test-tools ## Lint, then every test against local control planes the tests start (and a real node)
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
 

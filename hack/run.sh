@@ -3,8 +3,8 @@
 # CLUSTER=current, uses the current kubeconfig context), installs the chart's CRDs and RBAC,
 # applies examples/, prints what to try, and runs the operator in the foreground.
 #
-# Called by the Makefile with UV set; KUBEHERD_CLUSTER_DIR and NODES are honoured as by
-# `make cluster-up`.
+# Called by the Makefile with UV set; KUBEHERD_CLUSTER_DIR, NODES, REAL_NODE and K8S_VERSION are
+# honoured as by `make cluster-up`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,12 @@ CLUSTER=${CLUSTER:-local}
 localcluster() { PYTHONPATH=hack "$UV" run --frozen python -m localcluster "$@"; }
 binary() { awk -v name="$1" '$1 == name {print $2}' <<<"$BINARIES"; }
 
-echo "==> Building (or finding) the control-plane binaries, kubectl and helm"
+if [[ $CLUSTER != local && -n ${K8S_VERSION:-} ]]; then
+  echo "K8S_VERSION chooses the local cluster's version: it cannot apply with CLUSTER=$CLUSTER" >&2
+  exit 2
+fi
+
+echo "==> Building (or finding) the control-plane binaries${K8S_VERSION:+ of Kubernetes $K8S_VERSION}, kubectl and helm"
 BINARIES=$(localcluster build)
 KUBECTL=$(binary kubectl)
 HELM=$(binary helm)
@@ -21,9 +26,9 @@ HELM=$(binary helm)
 case "$CLUSTER" in
   local)
     if [[ -n ${REAL_NODE:-} && ${REAL_NODE} != 0 ]]; then
-      echo "==> Starting the local control plane with ${NODES:-3} fake nodes and a real node"
+      echo "==> Starting the local control plane${K8S_VERSION:+ at Kubernetes $K8S_VERSION} with ${NODES:-3} fake nodes and a real node"
     else
-      echo "==> Starting the local control plane with ${NODES:-3} fake nodes"
+      echo "==> Starting the local control plane${K8S_VERSION:+ at Kubernetes $K8S_VERSION} with ${NODES:-3} fake nodes"
     fi
     localcluster up
     CLUSTER_DIR=${KUBEHERD_CLUSTER_DIR:-.cluster}

@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,13 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.binaries import Binaries, ensure_binaries
+from localcluster.binaries import (
+    MINOR_CONTROL_PLANE,
+    Binaries,
+    binaries_at,
+    ensure_binaries,
+    prebuilt_minor_binaries,
+)
 from localcluster.cluster import AttachedCluster, LocalCluster
 from tests.helpers import (
     REPO,
@@ -59,6 +65,37 @@ def binaries() -> Binaries:
     return ensure_binaries()
 
 
+def prebuilt(minor: str, names: tuple[str, ...]) -> dict[str, Path]:
+    """`minor`'s binaries as `make test` built them before pytest started: a test never compiles
+    them, since a cold build can outlast its timeout."""
+    found = prebuilt_minor_binaries(minor, names)
+    if found is None:
+        pytest.fail(
+            f"{', '.join(names)} of Kubernetes {minor} is not built: `make test` builds it "
+            "before pytest starts; for pytest alone, run `make test-tools` first"
+        )
+    return found
+
+
+@pytest.fixture(scope="session")
+def kube_scheduler_of() -> Callable[[str], Path]:
+    """kube-scheduler of a pinned minor, prebuilt: `kube_scheduler_of("1.34")`."""
+    return lambda minor: prebuilt(minor, ("kube-scheduler",))["kube-scheduler"]
+
+
+@pytest.fixture(scope="session")
+def binaries_of(binaries: Binaries) -> Callable[[str], Binaries]:
+    """The binaries of a cluster at a pinned minor (that minor's control plane, prebuilt; the
+    rest as the session's): `LocalCluster(folder, binaries_of("1.34"))`."""
+    return lambda minor: binaries_at(binaries, minor, prebuilt(minor, MINOR_CONTROL_PLANE))
+
+
+def cluster_dir_for_tests(suffix: str = "") -> Path:
+    """The folder of the session's cluster, or with `suffix`, of another the tests start."""
+    folder = Path(os.environ.get("KUBEHERD_TEST_CLUSTER_DIR", REPO / ".cluster" / "pytest"))
+    return folder.with_name(folder.name + suffix)
+
+
 @pytest.fixture(scope="session")
 def local_cluster(binaries: Binaries, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     if on_kind(request.config):
@@ -70,8 +107,7 @@ def local_cluster(binaries: Binaries, request: pytest.FixtureRequest) -> Iterato
             pytest.fail("KUBEHERD_REUSE_CLUSTER=1 but no cluster runs: run `make cluster-up`")
         yield shared
         return
-    folder = Path(os.environ.get("KUBEHERD_TEST_CLUSTER_DIR", REPO / ".cluster" / "pytest"))
-    cluster = LocalCluster(folder, binaries, nodes=3)
+    cluster = LocalCluster(cluster_dir_for_tests(), binaries, nodes=3)
     cluster.up()
     try:
         yield cluster

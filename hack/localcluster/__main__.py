@@ -1,4 +1,5 @@
-"""`python -m localcluster build|up|down|status|env`: the commands behind the Makefile targets."""
+"""`python -m localcluster build|test-tools|monitoring-tools|up|down|status`: the commands behind
+the Makefile targets."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from localcluster.binaries import (
     Binaries,
     ensure_binaries,
     ensure_monitoring_binaries,
+    ensure_test_binaries,
+    pinned_minor,
 )
 from localcluster.cluster import ClusterError, LocalCluster
 from localcluster.images import PAUSE_IMAGE, ensure_images
@@ -25,9 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument(
         "command",
-        choices=("build", "monitoring-tools", "up", "down", "status"),
-        help="build: build or find the binaries; monitoring-tools: the same for prometheus and "
-        "promtool; up: start (idempotent); down: stop; status: what runs",
+        choices=("build", "test-tools", "monitoring-tools", "up", "down", "status"),
+        help="build: build or find the binaries; test-tools: every binary the tests run; "
+        "monitoring-tools: prometheus and promtool; up: start (idempotent); down: stop; "
+        "status: what runs",
     )
     parser.add_argument(
         "--dir",
@@ -48,15 +52,29 @@ def main(argv: list[str] | None = None) -> int:
         help="add a real node (kubelet, containerd, kube-proxy; needs root) with the images "
         "built here (default: $REAL_NODE)",
     )
+    parser.add_argument(
+        "--kubernetes-version",
+        default=os.environ.get("K8S_VERSION") or None,
+        metavar="VERSION",
+        help="the control plane's Kubernetes minor (1.34) or pinned release (v1.34.4), one of "
+        "those pinned under hack/k8s (default: $K8S_VERSION, else the newest)",
+    )
     options = parser.parse_args(argv)
 
     try:
+        minor = pinned_minor(options.kubernetes_version) if options.kubernetes_version else None
         if options.command == "build":
             started = time.monotonic()
-            binaries = ensure_binaries()
+            binaries = ensure_binaries(minor=minor, real_node=options.real_node)
             for name in ALL_BINARIES:
                 print(f"{name:<24} {binaries.path(name)}")
             print(f"binaries ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
+            return 0
+        if options.command == "test-tools":
+            started = time.monotonic()
+            for name, path in ensure_test_binaries().items():
+                print(f"{name:<32} {path}")
+            print(f"test binaries ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
             return 0
         if options.command == "monitoring-tools":
             for name, path in ensure_monitoring_binaries().items():
@@ -66,14 +84,16 @@ def main(argv: list[str] | None = None) -> int:
             # Stopping needs no binaries: it works even after the cache was removed.
             LocalCluster(options.dir).down()
             return 0
-        binaries = ensure_binaries()
-        if options.command == "up" and options.real_node:
-            cluster = real_node_cluster(options.dir, binaries, nodes=options.nodes)
-        else:
-            cluster = LocalCluster(options.dir, binaries, nodes=options.nodes)
         if options.command == "up":
+            binaries = ensure_binaries(minor=minor, real_node=options.real_node)
+            if options.real_node:
+                cluster = real_node_cluster(options.dir, binaries, nodes=options.nodes)
+            else:
+                cluster = LocalCluster(options.dir, binaries, nodes=options.nodes)
             cluster.up()
             return 0
+        # Like stopping, looking needs no binaries.
+        cluster = LocalCluster(options.dir)
         running = cluster.running_components()
         for component, pid in running.items():
             print(f"{component:<24} pid {pid}")

@@ -446,11 +446,10 @@ def ensure_binaries(
     a `minor` other than the newest, the control plane (and, for a `real_node`, kubelet and
     kube-proxy: never newer than the API server) are that minor's."""
     binaries = _ensure_default_binaries(bin_dir, report)
-    if minor is not None and minor != binaries.minor:
-        names = MINOR_CONTROL_PLANE + (MINOR_REAL_NODE if real_node else ())
-        binaries.overrides.update(ensure_minor_binaries(minor, names, report))
-        binaries.minor = minor
-    return binaries
+    if minor is None or minor == binaries.minor:
+        return binaries
+    names = MINOR_CONTROL_PLANE + (MINOR_REAL_NODE if real_node else ())
+    return binaries_at(binaries, minor, ensure_minor_binaries(minor, names, report))
 
 
 def _ensure_default_binaries(bin_dir: Path | None, report: Report) -> Binaries:
@@ -525,23 +524,33 @@ def ensure_kube_scheduler(minor: str, report: Report = _print_report) -> Path:
     return ensure_minor_binaries(minor, ("kube-scheduler",), report)["kube-scheduler"]
 
 
-def prebuilt_kube_scheduler(minor: str) -> Path | None:
-    """kube-scheduler of `minor` if it is already built and current, else None: for the tests,
-    which must not compile under their timeout (`make test` builds it first)."""
-    bundled = _in_default_bundle(minor, ("kube-scheduler",))
+def prebuilt_minor_binaries(minor: str, names: Iterable[str]) -> dict[str, Path] | None:
+    """`minor`'s binaries `names` if all are built and current, else None: for the tests, which
+    must not compile under their timeout (`make test` builds them first)."""
+    ordered = tuple(name for name in KUBERNETES_BINARIES if name in set(names))
+    bundled = _in_default_bundle(minor, ordered)
     if bundled is not None:
-        return bundled["kube-scheduler"]
+        return bundled
     bin_dir = minor_bin_dir(minor)
-    return (
-        bin_dir / "kube-scheduler"
-        if _is_current(bin_dir, _binary_step(minor, "kube-scheduler"))
-        else None
-    )
+    if all(_is_current(bin_dir, _binary_step(minor, name)) for name in ordered):
+        return {name: bin_dir / name for name in ordered}
+    return None
 
 
-def test_cluster_minor() -> str:
-    """The minor of the second local cluster `make test` starts: the oldest pinned, the one
-    furthest from the newest that every other test runs on."""
+def prebuilt_kube_scheduler(minor: str) -> Path | None:
+    """kube-scheduler of `minor` if it is already built and current, else None."""
+    found = prebuilt_minor_binaries(minor, ("kube-scheduler",))
+    return None if found is None else found["kube-scheduler"]
+
+
+def binaries_at(default: Binaries, minor: str, found: dict[str, Path]) -> Binaries:
+    """`default` with `minor`'s binaries `found` in place of the newest's."""
+    return Binaries(bin_dir=default.bin_dir, overrides={**default.overrides, **found}, minor=minor)
+
+
+def oldest_minor() -> str:
+    """The oldest pinned minor: `make test` starts a second cluster at it, the minor furthest
+    from the newest that every other test runs on."""
     return kubernetes_minors()[0]
 
 
@@ -551,7 +560,7 @@ def ensure_test_binaries(report: Report = _print_report) -> dict[str, Path]:
     binaries = ensure_binaries(report=report)
     built = {name: binaries.path(name) for name in ALL_BINARIES}
     for minor in kubernetes_minors():
-        names = MINOR_CONTROL_PLANE if minor == test_cluster_minor() else ("kube-scheduler",)
+        names = MINOR_CONTROL_PLANE if minor == oldest_minor() else ("kube-scheduler",)
         for name, path in ensure_minor_binaries(minor, names, report).items():
             built[f"{name}@{minor}"] = path
     built.update(ensure_monitoring_binaries(report))

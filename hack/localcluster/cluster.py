@@ -185,6 +185,14 @@ class LocalCluster:
         except (FileNotFoundError, json.JSONDecodeError):
             return False
 
+    def running_version(self) -> str | None:
+        """The Kubernetes release the cluster was started at, per its state file."""
+        try:
+            version = json.loads(self._state_file.read_text()).get("kubernetes_version")
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        return str(version) if version else None
+
     def _components(self) -> tuple[str, ...]:
         return (*COMPONENTS, *NODE_COMPONENTS) if self.has_real_node() else COMPONENTS
 
@@ -334,6 +342,12 @@ class LocalCluster:
                     f"a cluster without a real node runs in {self.folder}: "
                     "`make cluster-down` first"
                 )
+            wanted = self._binaries().kubernetes_version
+            if self.running_version() not in (None, wanted):
+                raise ClusterError(
+                    f"a cluster at Kubernetes {self.running_version()} runs in {self.folder}, "
+                    f"not {wanted}: `make cluster-down` first"
+                )
             self.report(f"cluster already running ({self.folder})")
             self._create_default_nodes()
             return
@@ -354,8 +368,9 @@ class LocalCluster:
             raise
         real = f" and real node {NODE_NAME}" if self.with_real_node else ""
         self.report(
-            f"cluster ready in {time.monotonic() - started:.1f}s: {self.node_count} fake nodes"
-            f"{real}, KUBECONFIG={self.kubeconfig}"
+            f"cluster ready in {time.monotonic() - started:.1f}s: Kubernetes "
+            f"{self._binaries().kubernetes_version}, {self.node_count} fake nodes{real}, "
+            f"KUBECONFIG={self.kubeconfig}"
         )
 
     def _undo_abandoned_real_node(self) -> None:
@@ -387,7 +402,11 @@ class LocalCluster:
 
     def _start_control_plane(self) -> None:
         ports = Ports(*free_loopback_ports(9 if self.with_real_node else 6))
-        state = {"ports": ports.__dict__, "real_node": self.with_real_node}
+        state = {
+            "ports": ports.__dict__,
+            "real_node": self.with_real_node,
+            "kubernetes_version": self._binaries().kubernetes_version,
+        }
         self._state_file.write_text(json.dumps(state, indent=2) + "\n")
         pki = generate_pki(self.folder / "pki")
         self._write_kubeconfig(ports.apiserver, pki)

@@ -11,6 +11,7 @@ import pytest
 
 from localcluster import binaries as binaries_module
 from localcluster import cluster
+from localcluster.__main__ import main as localcluster_main
 from localcluster.binaries import (
     KUBERNETES_BINARIES,
     Binaries,
@@ -329,3 +330,14 @@ def test_a_component_killed_because_sigterm_did_not_stop_it_is_reported(
 
         assert process.wait(timeout=5) is not None
     assert reports == expected_reports
+
+
+def test_cluster_up_at_an_unpinned_version_says_which_are_pinned_and_starts_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exit_code = localcluster_main(["--dir", str(tmp_path), "up", "--kubernetes-version", "1.33"])
+
+    assert exit_code == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: Kubernetes 1.33 is not pinned here; pinned: 1.34 (v1.34.4)")
+    assert list(tmp_path.iterdir()) == []
