@@ -1,10 +1,14 @@
 """The kwok stages the local cluster runs: kwokctl's defaults plus one for images that cannot
-be pulled.
+be pulled, and one for SchedulerProfiles' judge pods.
 
 kwok starts every pod it is given, whatever the image. Tests of stuck rollouts need pods that
 never become ready, as a real kubelet leaves them when the image does not exist. Images under
 the reserved `.invalid` top-level domain (RFC 2606) cannot be pulled on a real node either, so
 here such pods stay Pending with `ImagePullBackOff`, and the usual stage skips them.
+
+A judge pod runs a custom image's kube-scheduler on a configuration and ends: a fake node runs
+no image, so here it ends as kube-scheduler does with a configuration it accepts. The refusals
+are seen where images really run, on the real node.
 """
 
 from __future__ import annotations
@@ -64,6 +68,43 @@ phase: Pending
 }
 
 
+_JUDGE_ACCEPTS_STAGE: dict[str, Any] = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+    "kind": "Stage",
+    "metadata": {"name": "pod-judge-accepts"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {
+            "matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {"key": '.metadata.labels["kubeherd.io/judge"]', "operator": "Exists"},
+            ]
+        },
+        "next": {
+            "statusTemplate": """\
+{{ $now := Now }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 0
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: Succeeded
+"""
+        },
+    },
+}
+
+
 def write_stages(defaults: Path, target: Path) -> Path:
     """Write kwokctl's default stages from `defaults`, adjusted as described above, to `target`."""
     stages = [stage for stage in yaml.safe_load_all(defaults.read_text()) if stage]
@@ -72,6 +113,6 @@ def write_stages(defaults: Path, target: Path) -> Path:
             stage["spec"]["selector"]["matchExpressions"].append(
                 {"key": _ANY_UNPULLABLE, "operator": "NotIn", "values": ["true"]}
             )
-    stages.append(_IMAGE_PULL_BACKOFF_STAGE)
+    stages += [_IMAGE_PULL_BACKOFF_STAGE, _JUDGE_ACCEPTS_STAGE]
     target.write_text(yaml.safe_dump_all(stages, sort_keys=False))
     return target

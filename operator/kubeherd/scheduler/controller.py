@@ -10,6 +10,10 @@ status. A pass:
   and its objects are applied: only those missing or different from what kubeherd last applied
   (a hash in a label), so a restart writes nothing. Each configuration has a ConfigMap of its
   own, kept while the Deployment or one of its ReplicaSets mounts it;
+- a configuration no catalog covers (a custom image's) is first judged by the image itself, in
+  a judge pod (judge.py). Until it has judged, Valid is Unknown and the pass looks again in a
+  moment; its refusal is handled as an invalid spec's; a judge that could not run is tried
+  again after a doubling delay. Nothing is rolled out without a verdict;
 - every pass reads the Deployment and the Lease and writes the status when it changed, with an
   event when the leader changes.
 
@@ -42,6 +46,15 @@ from kubeherd.scheduler.config import (
     lease_lock,
     render_configuration,
 )
+from kubeherd.scheduler.judge import (
+    Judgement,
+    Outcome,
+    judge_key,
+    judge_pod,
+    judge_pod_name,
+    read_judgement,
+    template_judge_key,
+)
 from kubeherd.scheduler.objects import (
     AUTHENTICATION_NAMESPACE,
     KIND,
@@ -49,10 +62,12 @@ from kubeherd.scheduler.objects import (
     OWNER_UID_LABEL,
     SCHEDULER_NAMES_ANNOTATION,
     Owner,
+    config_map,
     config_maps_in_use,
     is_custom_image,
     official_release,
     owned_objects,
+    scheduler_command,
     scheduler_image,
     scheduler_names,
     selector_labels,
@@ -101,12 +116,22 @@ SPREAD_KINDS = (
 LOCAL_KINDS = (
     DEPLOYMENT,
     CONFIG_MAP,
+    POD,  # judge pods: the scheduler pods are the Deployment's
     KINDS[("v1", "ServiceAccount")],
     KINDS[("policy/v1", "PodDisruptionBudget")],
     KINDS[("networking.k8s.io/v1", "NetworkPolicy")],
 )
 # Kinds in the resource's namespace that a spec may stop needing (no budget for one replica).
 OPTIONAL_LOCAL_KINDS = (KINDS[("policy/v1", "PodDisruptionBudget")],)
+
+
+# How often a pass looks at a judge pod that has not given its verdict yet.
+JUDGE_LOOK_INTERVAL = 2.0
+# A judge that could not run is tried again after a doubling delay, up to this.
+JUDGE_RETRY_LIMIT = 300.0
+# The images' verdicts kept per resource: enough for edits back and forth.
+JUDGE_VERDICTS_KEPT = 16
+VALID = Validity("True", "Valid", "the configuration passed kube-scheduler's checks")
 
 
 class ClaimSource(Protocol):
@@ -117,6 +142,25 @@ def _describe(manifest: Mapping[str, Any]) -> str:
     metadata = manifest["metadata"]
     where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
     return f"{manifest['kind']} {where}{metadata['name']}"
+
+
+@dataclass
+class Judging:
+    """A SchedulerProfile's judges: the verdicts given while the operator runs (by judge key, so
+    that a configuration is judged once), and the judge under way."""
+
+    verdicts: dict[str, Judgement] = field(default_factory=dict)
+    # The configuration a judge pod judges ("" for none): its ConfigMap stays while it does.
+    config_hash: str = ""
+    # Whether judge pods may exist; at start, an earlier run of the operator may have left some.
+    pods_may_exist: bool = True
+    backoff: Backoff = field(default_factory=lambda: Backoff(limit=JUDGE_RETRY_LIMIT))
+
+    def remember(self, key: str, judgement: Judgement) -> None:
+        self.verdicts.pop(key, None)
+        self.verdicts[key] = judgement
+        while len(self.verdicts) > JUDGE_VERDICTS_KEPT:
+            del self.verdicts[next(iter(self.verdicts))]
 
 
 @dataclass
@@ -141,6 +185,7 @@ class ProfileState:
     # are tried again after a doubling delay; a pass that raises, after the runner's own.
     backoff: Backoff = field(default_factory=lambda: Backoff(limit=60.0))
     retry_at: float = 0.0
+    judging: Judging = field(default_factory=Judging)
 
     @property
     def generation(self) -> int:
@@ -198,6 +243,10 @@ class SchedulerProfileController:
         # A new spec may free a Lease another one was refused for.
         if new_spec or _running_names(body) != _running_names(before):
             self._recheck_refused(key)
+        if new_spec:
+            # A new spec is tried at once, not after the last one's retry delay (a judge that
+            # could not pull its image waits minutes; the edit may fix the image's name).
+            state.retry_at = 0.0
         if new_spec or (
             metadata.get("deletionTimestamp") and not before["metadata"].get("deletionTimestamp")
         ):
@@ -272,20 +321,34 @@ class SchedulerProfileController:
             if image is not None:
                 verdict.errors += version_problems(official_release(image))
         if not verdict.valid:
-            message = verdict.summary()
-            if state.running.config_hash:
-                message += f"; configuration {state.running.config_hash} keeps running"
-            state.validity = Validity("False", "InvalidSpec", message)
-            self._warn_once(state, "InvalidSpec", message)
-            state.handled_generation = generation
+            if state.judging.pods_may_exist:
+                await self._dismiss_judges(state)
+            self._refuse(state, "InvalidSpec", verdict.summary())
             return
-        state.validity = Validity(
-            "True", "Valid", "the configuration passed kube-scheduler's checks"
-        )
         if image is None:
+            state.validity = VALID
             return
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))
         config_hash = configuration_hash(text)
+        if judged_by_image(image):
+            judgement = await self._judgement(state, spec, image, text, config_hash)
+            if judgement.outcome is Outcome.REFUSED:
+                self._refuse(
+                    state,
+                    "RefusedByImage",
+                    f"kube-scheduler of image {image} refused configuration {config_hash}: "
+                    f"{judgement.message}",
+                )
+                return
+            if judgement.outcome is not Outcome.ACCEPTED:
+                return  # the validity says why; a pass looks again
+            state.validity = Validity(
+                "True", "Valid", f"kube-scheduler of image {image} accepted the configuration"
+            )
+        else:
+            if state.judging.pods_may_exist:
+                await self._dismiss_judges(state)
+            state.validity = VALID
         state.rendered_hash = config_hash
         desired = owned_objects(
             spec,
@@ -310,6 +373,124 @@ class SchedulerProfileController:
         await self._prune(state, desired)
         state.handled_generation = generation
         state.backoff.reset()
+
+    def _refuse(self, state: ProfileState, reason: str, message: str) -> None:
+        """Valid=False and a Warning: nothing already running is touched."""
+        if state.running.config_hash:
+            message += f"; configuration {state.running.config_hash} keeps running"
+        state.validity = Validity("False", reason, message)
+        self._warn_once(state, reason, message)
+        state.handled_generation = state.generation
+
+    # Judges -------------------------------------------------------------------------------
+
+    async def _judgement(
+        self, state: ProfileState, spec: Mapping[str, Any], image: str, text: str, config_hash: str
+    ) -> Judgement:
+        """The image's verdict on the configuration: one given before, or its judge pod's, which
+        is started if there is none. Without a verdict yet, Valid=Unknown says why, and the pass
+        is planned again."""
+        judging, owner = state.judging, state.owner
+        key = judge_key(image, scheduler_command(spec), config_hash)
+        known = judging.verdicts.get(key)
+        if known is None and template_judge_key(await self._own_deployment(owner)) == key:
+            # It runs already: judged when it was rolled out (before a restart of the operator,
+            # or this edit of the spec changes nothing the scheduler runs).
+            known = Judgement(Outcome.ACCEPTED)
+        if known is not None:
+            if judging.pods_may_exist:
+                await self._dismiss_judges(state)
+            return known
+        name = judge_pod_name(owner, key)
+        pod = await self.kube.get_object(POD, owner.namespace, name)
+        if pod is None:
+            judgement = await self._start_judge(state, spec, image, text, config_hash)
+        elif not _is_own_judge(pod, owner):
+            judgement = Judgement(
+                Outcome.FAILED, f"pod {name} exists and is not this SchedulerProfile's"
+            )
+            pod = None
+        elif pod["metadata"].get("deletionTimestamp"):
+            judgement = Judgement(Outcome.WAITING, "the previous judge pod is being deleted")
+        else:
+            judgement = read_judgement(pod, self.clock())
+        what = f"kube-scheduler of image {image}"
+        if judgement.final:
+            judging.remember(key, judgement)
+            judging.backoff.reset()
+            await self._dismiss_judges(state)
+            if judgement.outcome is Outcome.ACCEPTED:
+                self._event(
+                    state,
+                    "Normal",
+                    "AcceptedByImage",
+                    f"{what} accepted configuration {config_hash}",
+                )
+            return judgement
+        keeps = (
+            f"; configuration {state.running.config_hash} keeps running"
+            if state.running.config_hash
+            else ""
+        )
+        if judgement.outcome is Outcome.FAILED:
+            delay = judging.backoff.next_delay()
+            message = (
+                f"{what} could not judge configuration {config_hash} (pod {name}): "
+                f"{judgement.message}; trying again in {delay:.0f} s"
+            )
+            self._event(state, "Warning", "JudgeFailed", message)
+            state.validity = Validity("Unknown", "JudgeFailed", message + keeps)
+            if pod is not None:
+                await self._delete(state, POD, pod)
+            state.retry_at = self.clock() + delay
+            return judgement
+        message = f"{what} is judging configuration {config_hash} in pod {name}"
+        if judgement.message:
+            message += f", which cannot run yet: {judgement.message}"
+            self._warn_once(state, "JudgeCannotRun", message)
+        state.validity = Validity("Unknown", "Judging", message + keeps)
+        state.retry_at = self.clock() + JUDGE_LOOK_INTERVAL
+        return judgement
+
+    async def _start_judge(
+        self, state: ProfileState, spec: Mapping[str, Any], image: str, text: str, config_hash: str
+    ) -> Judgement:
+        """The configuration's ConfigMap (the one its scheduler pods will mount), then the judge
+        pod reading it; any other judge pod of the resource goes."""
+        owner = state.owner
+        state.judging.config_hash = config_hash
+        failure = await self._apply(
+            state, config_map(owner, text, config_hash, scheduler_names(spec)), config_hash
+        )
+        if failure:
+            return Judgement(Outcome.FAILED, failure[1])
+        pod = judge_pod(spec, owner, image=image, config_hash=config_hash)
+        name = pod["metadata"]["name"]
+        await self._dismiss_judges(state, keep=name)
+        outcome = await self.kube.create_object(POD, pod)
+        if not outcome.ok and not outcome.already_exists:
+            return Judgement(Outcome.FAILED, f"could not create pod {name}: {outcome.message}")
+        state.judging.pods_may_exist = True
+        self._event(
+            state,
+            "Normal",
+            "Judging",
+            f"kube-scheduler of image {image} judges configuration {config_hash} in pod {name}",
+        )
+        return Judgement(Outcome.WAITING)
+
+    async def _dismiss_judges(self, state: ProfileState, keep: str = "") -> None:
+        """Delete the resource's judge pods but `keep`: they have given their verdicts, or judge
+        configurations the spec no longer renders. Its pods with kubeherd's owner label are
+        judges: the scheduler pods carry the Deployment's labels only."""
+        complete = True
+        for pod in await self._labelled(POD, state.owner, state.owner.namespace):
+            metadata = pod["metadata"]
+            if metadata["name"] != keep and not metadata.get("deletionTimestamp"):
+                complete &= await self._delete(state, POD, pod)
+        state.judging.pods_may_exist = bool(keep) or not complete
+        if not keep:
+            state.judging.config_hash = ""
 
     async def _image(self, state: ProfileState, spec: Mapping[str, Any]) -> str | None:
         """The image to run: the spec's, else the official one of the cluster's release. None
@@ -412,7 +593,8 @@ class SchedulerProfileController:
         ]
         in_use = config_maps_in_use(templates)
         # The spec's, even before the Deployment names it (its apply may have failed).
-        in_use |= {owner.config_map(h) for h in (state.applied.config_hash, state.rendered_hash)}
+        kept = (state.applied.config_hash, state.rendered_hash, state.judging.config_hash)
+        in_use |= {owner.config_map(h) for h in kept if h}
         for existing in await self._labelled(CONFIG_MAP, owner, owner.namespace):
             if existing["metadata"]["name"] not in in_use:
                 await self._delete(state, CONFIG_MAP, existing)
@@ -606,6 +788,16 @@ class SchedulerProfileController:
 def state_key(state: ProfileState) -> Key:
     owner = state.owner
     return (owner.namespace, owner.name)
+
+
+def judged_by_image(image: str) -> bool:
+    """No catalog covers a custom image: its own kube-scheduler judges each configuration."""
+    return official_release(image) is None
+
+
+def _is_own_judge(pod: Mapping[str, Any], owner: Owner) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(OWNER_UID_LABEL) == owner.uid)
 
 
 def _running_names(body: Mapping[str, Any]) -> set[str]:

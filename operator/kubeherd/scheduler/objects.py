@@ -388,6 +388,51 @@ def network_policy(owner: Owner) -> dict[str, Any]:
     )
 
 
+def pod_security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_UID,
+        "runAsGroup": NON_ROOT_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def scheduler_command(spec: Mapping[str, Any]) -> list[str]:
+    """kube-scheduler's command line in a scheduler pod, reading its configuration's ConfigMap."""
+    return [*(spec.get("command") or ["kube-scheduler"]), f"--config={CONFIG_DIR}/{CONFIG_KEY}"]
+
+
+def config_volume(owner: Owner, config_hash: str) -> dict[str, Any]:
+    return {"name": "config", "configMap": {"name": owner.config_map(config_hash)}}
+
+
+def config_mount() -> dict[str, Any]:
+    return {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
+
+
+def placement(spec: Mapping[str, Any], owner: Owner) -> dict[str, Any]:
+    """Where a scheduler pod may run and with which pull secrets and priority (pod spec fields)."""
+    fields: dict[str, Any] = {}
+    if spec.get("imagePullSecrets"):
+        fields["imagePullSecrets"] = [{"name": name} for name in spec["imagePullSecrets"]]
+    for field in ("nodeSelector", "tolerations", "priorityClassName"):
+        if spec.get(field):
+            fields[field] = spec[field]
+    if "priorityClassName" not in fields and owner.namespace == CRITICAL_NAMESPACE:
+        # A scheduler preempted or evicted first leaves its profiles' pods Pending. Outside
+        # kube-system a critical class may be refused by quota (GKE limits them to it).
+        fields["priorityClassName"] = "system-cluster-critical"
+    return fields
+
+
 def deployment(
     spec: Mapping[str, Any], owner: Owner, *, image: str, config_hash: str
 ) -> dict[str, Any]:
@@ -399,45 +444,25 @@ def deployment(
         "name": "kube-scheduler",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": [
-            *(spec.get("command") or ["kube-scheduler"]),
-            f"--config={CONFIG_DIR}/{CONFIG_KEY}",
-        ],
+        "command": scheduler_command(spec),
         "ports": [{"name": "https", "containerPort": SECURE_PORT, "protocol": "TCP"}],
         # As kubeadm probes kube-scheduler: /livez for liveness, /readyz (informers synced).
         "startupProbe": _https_probe("/livez", periodSeconds=10, failureThreshold=24),
         "livenessProbe": _https_probe("/livez", periodSeconds=10, failureThreshold=8),
         "readinessProbe": _https_probe("/readyz", periodSeconds=5, failureThreshold=3),
         "resources": dict(spec.get("resources") or DEFAULT_RESOURCES),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+        "securityContext": container_security_context(),
+        "volumeMounts": [config_mount()],
     }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": owner.name,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "runAsGroup": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         "containers": [container],
-        "volumes": [{"name": "config", "configMap": {"name": owner.config_map(config_hash)}}],
+        "volumes": [config_volume(owner, config_hash)],
     }
-    if spec.get("imagePullSecrets"):
-        pod_spec["imagePullSecrets"] = [{"name": name} for name in spec["imagePullSecrets"]]
     if replicas > 1:
         pod_spec["topologySpreadConstraints"] = spread_constraints(owner)
-    for field in ("nodeSelector", "tolerations", "priorityClassName"):
-        if spec.get(field):
-            pod_spec[field] = spec[field]
-    if "priorityClassName" not in pod_spec and owner.namespace == CRITICAL_NAMESPACE:
-        # A scheduler preempted or evicted first leaves its profiles' pods Pending. Outside
-        # kube-system a critical class may be refused by quota (GKE limits them to it).
-        pod_spec["priorityClassName"] = "system-cluster-critical"
+    pod_spec.update(placement(spec, owner))
     return _object(
         owner,
         "apps/v1",
