@@ -54,6 +54,12 @@ monitoring-tools: deps ## Build (or find cached) prometheus and promtool from ha
 test-tools: deps ## Build (or find cached) what `make test` runs: bins, kube-scheduler of every pinned minor, the oldest's control plane, prometheus
 	$(LOCALCLUSTER) test-tools >/dev/null
 
+# The real-node tests run these images: built before pytest starts (a cold operator image or Go
+# build must never run inside a test under pytest's per-test timeout).
+.PHONY: images
+images: bins ## Build (or find cached) the real node's images: pause, testbox, scheduler, scheduler-plugin, operator
+	PYTHONPATH=hack $(RUN) python -m localcluster.images --if-real-node
+
 .PHONY: cluster-up
 cluster-up: deps ## Start the local control plane with NODES fake nodes (K8S_VERSION=1.34: that minor; REAL_NODE=1: and a real node)
 	$(LOCALCLUSTER) up
@@ -131,7 +137,7 @@ unit: lint ## Lint, then the unit tests only: no control plane, done in seconds
 	$(RUN) pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint test-tools ## Lint, then every test against local control planes the tests start (and a real node)
+test: lint test-tools images ## Lint, then every test against local control planes the tests start (and a real node)
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
 

@@ -10,6 +10,9 @@ Each image ends up as an OCI archive that `ctr -n k8s.io images import FILE` loa
   cluster of that minor, so no registry is needed. One per minor, each built when a cluster or a
   test of that minor asks for it (`--kubernetes-version`): a real node at the newest minor
   loads only the newest's.
+- scheduler-plugin (SCHEDULER_PLUGIN_IMAGE): kube-scheduler of the newest pinned minor with
+  kubeherd's out-of-tree plugin (hack/schedplugin), built here with Go, FROM scratch: a custom
+  image, which kubeherd judges by running it.
 - operator (OPERATOR_IMAGE): ./Dockerfile, unchanged, as users build it, on a Python base image
   made here with debootstrap (PYTHON_BASE_IMAGE) instead of python:3.11-slim from Docker Hub.
 
@@ -46,16 +49,21 @@ from localcluster.binaries import (
     Binaries,
     Report,
     _format_elapsed,
+    _go_environment,
     _print_report,
     default_bin_dir,
     ensure_binaries,
     ensure_kube_scheduler,
     envtest_overrides,
+    kubernetes_module_dir,
     kubernetes_version,
+    kubernetes_version_ldflags,
     pinned_minor,
+    required_version,
 )
 from localcluster.hostpackages import IMAGE_PACKAGES, ensure_packages
 from localcluster.mounts import mounts_under, unmount_all_under
+from localcluster.realnode import real_node_supported
 
 REPO_DIR = HACK_DIR.parent
 PAUSE_SOURCE = HACK_DIR / "images" / "pause.c"
@@ -68,8 +76,11 @@ PYTHON_BASE_IMAGE = "localhost/kubeherd/python-base:bookworm"
 # (tests/unit/test_images.py holds the two together).
 SCHEDULER_REPOSITORY = "registry.k8s.io/kube-scheduler"
 
+SCHEDULER_PLUGIN_IMAGE = "localhost/kubeherd/kube-scheduler-plugin:dev"
+SCHEDULER_PLUGIN_SOURCE = HACK_DIR / "schedplugin"
+
 # The names `--only` takes, in build order: the quick ones first.
-IMAGE_NAMES = ("pause", "testbox", "scheduler", "operator")
+IMAGE_NAMES = ("pause", "testbox", "scheduler", "scheduler-plugin", "operator")
 
 # Scratch images have no shell profile: without PATH, a bare command name such as the
 # Deployment's `kube-scheduler` would depend on the runtime's default.
@@ -96,6 +107,9 @@ TESTBOX_FILES = {
 }
 
 SCHEDULER_PATH = "/usr/local/bin/kube-scheduler"
+# The build tags of the kubernetes build (binaries.py): the same tags share Go's build cache, so
+# the plugin's build compiles its own package and links.
+SCHEDULER_PLUGIN_TAGS = ("selinux", "notest", "grpcnotrace")
 
 DEBIAN_SUITE = "bookworm"
 DEBOOTSTRAP_VARIANT = "minbase"
@@ -209,6 +223,26 @@ def fingerprint_testbox(busybox: Path = BUSYBOX) -> str:
 
 def fingerprint_scheduler(binary: Path, reference: str) -> str:
     return fingerprint(("scheduler", reference, SCHEDULER_PATH), {"kube-scheduler": binary})
+
+
+def scheduler_plugin_inputs(
+    source: Path = SCHEDULER_PLUGIN_SOURCE, module_dir: Path | None = None
+) -> dict[str, Path]:
+    """What the plugin's kube-scheduler is built from: its Go files (not its tests) and the
+    pinned minor's go.mod and go.sum, whose requirements it is built with."""
+    module_dir = module_dir or kubernetes_module_dir()
+    files = {f"k8s/{name}": module_dir / name for name in ("go.mod", "go.sum")}
+    for path in sorted(source.glob("*.go")):
+        if not path.name.endswith("_test.go"):
+            files[f"schedplugin/{path.name}"] = path
+    return files
+
+
+def fingerprint_scheduler_plugin(
+    source: Path = SCHEDULER_PLUGIN_SOURCE, module_dir: Path | None = None
+) -> str:
+    recipe = ("scheduler-plugin", SCHEDULER_PLUGIN_IMAGE, SCHEDULER_PATH, SCHEDULER_PLUGIN_TAGS)
+    return fingerprint(recipe, scheduler_plugin_inputs(source, module_dir))
 
 
 def fingerprint_python_base(mirror: str, ca_bundle: Path = HOST_CA_BUNDLE) -> str:
@@ -514,6 +548,8 @@ class _Builder:
                 self.testbox(workdir)
             elif image.recipe == "scheduler":
                 self.scheduler(image.reference)
+            elif image.recipe == "scheduler-plugin":
+                self.scheduler_plugin(workdir, label)
             else:
                 self.operator(label)
         finally:
@@ -565,6 +601,14 @@ class _Builder:
             [(binary, SCHEDULER_PATH)],
             # The Deployment's `command: [kube-scheduler, --config=...]` replaces the entrypoint
             # and finds the binary on PATH; the entrypoint serves `ctr run` and `buildah run`.
+            ["--env", f"PATH={DEFAULT_PATH}", "--entrypoint", f'["{SCHEDULER_PATH}"]'],
+        )
+
+    def scheduler_plugin(self, workdir: Path, label: str) -> None:
+        binary = build_scheduler_plugin(workdir / "kube-scheduler", self.logs, label, self.report)
+        self.buildah.from_scratch(
+            SCHEDULER_PLUGIN_IMAGE,
+            [(binary, SCHEDULER_PATH)],
             ["--env", f"PATH={DEFAULT_PATH}", "--entrypoint", f'["{SCHEDULER_PATH}"]'],
         )
 
@@ -670,6 +714,38 @@ class _Builder:
             raise
 
 
+def build_scheduler_plugin(target: Path, logs: Path, label: str, report: Report) -> Path:
+    """`go build` of hack/schedplugin with the newest pinned minor's requirements (its go.mod
+    via -modfile, read-only, no toolchain download, static), reporting as kube-* are built."""
+    if shutil.which("go") is None:
+        raise ImageBuildError("the scheduler-plugin image needs Go to build: install Go 1.26+")
+    module_dir = kubernetes_module_dir()
+    version = required_version(module_dir, "k8s.io/kubernetes")
+    report(f"{label}: go build of {SCHEDULER_PLUGIN_SOURCE.name} against Kubernetes {version}")
+    _run_logged(
+        [
+            "go",
+            "build",
+            "-v",
+            f"-modfile={module_dir / 'go.mod'}",
+            "-trimpath",
+            f"-tags={','.join(SCHEDULER_PLUGIN_TAGS)}",
+            "-ldflags=" + " ".join(("-s", "-w", *kubernetes_version_ldflags(version))),
+            "-o",
+            str(target),
+            ".",
+        ],
+        cwd=SCHEDULER_PLUGIN_SOURCE,
+        env=_go_environment(),
+        log=logs / "scheduler-plugin.log",
+        label=label,
+        report=report,
+        progress=r"[\w.\-/~+]+$",
+    )
+    _require_static(target, "the plugin's kube-scheduler", "check the build log")
+    return target
+
+
 def prepare_python_base(rootfs: Path, ca_bundle: Path = HOST_CA_BUNDLE) -> None:
     """Turn a debootstrap tree into what ./Dockerfile expects of python:3.11-slim."""
     # PEP 668: Debian's marker makes pip refuse system-wide installs (`pip install uv`).
@@ -713,6 +789,8 @@ def _images(names: Sequence[str], binaries: Binaries, repo: Path) -> list[_Image
                     kind=name,
                 )
             )
+        elif name == "scheduler-plugin":
+            images.append(_Image(name, SCHEDULER_PLUGIN_IMAGE, fingerprint_scheduler_plugin()))
         else:
             base = fingerprint_python_base(debian_mirror())
             images.append(_Image(name, OPERATOR_IMAGE, fingerprint_operator(repo, base)))
@@ -847,7 +925,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the scheduler image's Kubernetes minor (1.34) or pinned release (v1.34.4) "
         "(default: $K8S_VERSION, else the newest)",
     )
+    parser.add_argument(
+        "--if-real-node",
+        action="store_true",
+        help="build only on a machine that can run the real node (else say why not, exit 0)",
+    )
     options = parser.parse_args(argv)
+    reason = real_node_supported() if options.if_real_node else None
+    if reason:
+        print(f"no images built: {reason}", file=sys.stderr)
+        return 0
     try:
         names = select_images(options.only)
         minor = pinned_minor(options.kubernetes_version) if options.kubernetes_version else None
