@@ -703,8 +703,12 @@ class LocalCluster:
                 raise
 
     def _client_kubeconfig(self, user: str, cert: Path, key: Path, path: Path) -> Path:
-        """A kubeconfig for this cluster that logs in with a client certificate."""
-        credentials = {"client-certificate": str(cert), "client-key": str(key)}
+        """A kubeconfig for this cluster that logs in with a client certificate, held in the
+        file as kubeadm writes them: a static pod that mounts the file has all it needs."""
+        credentials = {
+            "client-certificate-data": base64.b64encode(cert.read_bytes()).decode(),
+            "client-key-data": base64.b64encode(key.read_bytes()).decode(),
+        }
         return self._user_kubeconfig(user, credentials, path)
 
     def _stop_component(self, component: str) -> bool:

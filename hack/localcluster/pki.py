@@ -195,23 +195,21 @@ def generate_pki(folder: Path) -> Pki:
 
 
 def issue_client_certificate(
-    pki: Pki, stem: Path, common_name: str, organization: str
+    pki: Pki, stem: Path, common_name: str, organization: str | None
 ) -> tuple[Path, Path]:
-    """A client certificate from the cluster's CA (a node's or kube-proxy's identity), written
-    to `stem`.crt and `stem`.key."""
+    """A client certificate from the cluster's CA (a node's, kube-proxy's or kube-scheduler's
+    identity: user `common_name` in group `organization`), written to `stem`.crt and
+    `stem`.key."""
     ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
     ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise TypeError("the cluster CA key is not an EC key")
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
-        ]
-    )
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
     cert = _issue(
-        subject,
+        x509.Name(attributes),
         key.public_key(),
         ca_cert.subject,
         ca_key,

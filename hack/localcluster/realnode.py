@@ -195,6 +195,17 @@ class NodePaths:
     def resolv_conf(self) -> Path:
         return self.folder / "resolv.conf"
 
+    @property
+    def static_pods(self) -> Path:
+        """The kubelet's staticPodPath, as /etc/kubernetes/manifests is on a kubeadm node."""
+        return self.folder / "static-pods"
+
+    @property
+    def scheduler_kubeconfig(self) -> Path:
+        """What /etc/kubernetes/scheduler.conf is on a kubeadm node: the user
+        system:kube-scheduler, its credentials inside the file (a static pod mounts only it)."""
+        return self.folder / "scheduler.kubeconfig"
+
 
 class Changes:
     """What `up` changed on the machine, saved before each change so `down` can undo it."""
@@ -312,6 +323,7 @@ def kubelet_config(paths: NodePaths, pki: Pki, healthz_port: int) -> dict[str, A
         "imageServiceEndpoint": f"unix://{paths.containerd_socket}",
         # A loopback nameserver: a pod's lookups never reach the machine's resolver.
         "resolvConf": str(paths.resolv_conf),
+        "staticPodPath": str(paths.static_pods),
         # A small test disk must not evict the test pods or collect their images.
         "evictionHard": {
             "memory.available": "1Mi",
@@ -416,6 +428,7 @@ class RealNode:
         proxy_kubeconfig = kubeconfig_for(
             "system:kube-proxy", *self._client_cert(pki, "kube-proxy", "system:node-proxier")
         )
+        self._write_scheduler_kubeconfig(pki, kubeconfig_for)
         kubelet_healthz, proxy_healthz, proxy_metrics = ports
 
         step = time.monotonic()
@@ -456,6 +469,15 @@ class RealNode:
             pki, self.paths.folder / "pki" / name, common_name, group
         )
         return cert, key, self.paths.folder / f"{name}.kubeconfig"
+
+    def _write_scheduler_kubeconfig(self, pki: Pki, kubeconfig_for: KubeconfigFor) -> None:
+        """As kubeadm's scheduler.conf: the user system:kube-scheduler, in no group, whom the
+        default RBAC binds; for a scheduler the kubelet runs as a static pod."""
+        user = "system:kube-scheduler"
+        cert, key = issue_client_certificate(
+            pki, self.paths.folder / "pki" / "scheduler", user, None
+        )
+        kubeconfig_for(user, cert, key, self.paths.scheduler_kubeconfig)
 
     def _record_machine_state(self) -> None:
         self.changes.record("sysctls", {name: read_sysctl(name) for name in TOUCHED_SYSCTLS})
@@ -510,6 +532,7 @@ class RealNode:
             json.dumps(cni_config(paths, service_range), indent=2) + "\n"
         )
         paths.resolv_conf.write_text("nameserver 127.0.0.1\n")
+        paths.static_pods.mkdir(parents=True, exist_ok=True)
 
     def _environment(self, binaries: Binaries) -> dict[str, str]:
         # containerd finds its shim, and the shim runc, on PATH.
@@ -603,6 +626,8 @@ class RealNode:
         self._remove_interfaces()
         self._restore_sysctls()
         self._remove_outside_paths()
+        # A kubelet started on this folder again must not bring back a test's static pods.
+        shutil.rmtree(self.paths.static_pods, ignore_errors=True)
         self.paths.changes.unlink()
 
     def _remove_containers(self, binaries_folder: Path | None) -> None:
