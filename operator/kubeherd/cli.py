@@ -219,6 +219,7 @@ def _render(options: argparse.Namespace) -> int:
             warn=sys.stderr,
             kubernetes_version=options.kubernetes_version,
             port=options.port,
+            config_root=options.config_root,
         )
     except RenderError as error:
         sys.stderr.write(f"error: {error}\n")
@@ -260,7 +261,15 @@ def _add_render(commands: Any) -> None:
         type=int,
         default=10260,
         help="with --static-pod: the secure port in the host's network; one per static "
-        "scheduler on a node (the node's own kube-scheduler has 10259)",
+        "scheduler on a node (the node's own kube-scheduler has 10259); the next "
+        "SchedulerProfiles of the file get the next ports (default: %(default)s)",
+    )
+    profile.add_argument(
+        "--config-root",
+        default="/etc/kubernetes/kubeherd",
+        metavar="DIR",
+        help="with --static-pod: the node's folder of static schedulers' configurations, each "
+        "in DIR/<name>/config.yaml (default: %(default)s)",
     )
     render.set_defaults(handler=_render)
 

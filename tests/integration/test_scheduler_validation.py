@@ -475,4 +475,4 @@ def test_the_static_pod_is_a_pod_the_api_server_accepts(kubectl: Kubectl) -> Non
     )
 
     assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.strip() == "pod/packing created (server dry run)"
+    assert applied.stdout.strip() == "pod/kubeherd-packing created (server dry run)"

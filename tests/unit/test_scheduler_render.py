@@ -26,6 +26,7 @@ def rendered(path: Path, **options: str | bool | int) -> tuple[list[dict[str, ob
         warn=warn,
         kubernetes_version=str(options.get("kubernetes_version", "")),
         port=int(options.get("port", 10260)),
+        config_root=str(options.get("config_root", "/etc/kubernetes/kubeherd")),
     )
     return [doc for doc in yaml.safe_load_all(out.getvalue()) if doc], warn.getvalue()
 
@@ -57,11 +58,49 @@ def test_the_static_pod_reads_config_and_kubeconfig_from_the_host() -> None:
     assert "--config=/etc/kubernetes/kubeherd/packing/config.yaml" in container["command"]
     assert "--secure-port=10260" in container["command"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
-    assert {v["hostPath"]["path"] for v in spec["volumes"]} == {
-        "/etc/kubernetes/kubeherd/packing",
-        "/etc/kubernetes/scheduler.conf",
-    }
+    # Both must exist: the kubelet waits for them instead of creating them empty.
+    assert [v["hostPath"] for v in spec["volumes"]] == [
+        {"path": "/etc/kubernetes/kubeherd/packing", "type": "Directory"},
+        {"path": "/etc/kubernetes/scheduler.conf", "type": "File"},
+    ]
     assert spec["hostNetwork"] is True
+
+
+def test_the_static_pod_cannot_take_the_name_of_a_kubeadm_component(tmp_path: Path) -> None:
+    # A kubelet runs one pod of a name: a second manifest of that name replaces the first.
+    (pod,), _warnings = rendered(_named(tmp_path, {"name": "kube-scheduler"}), **STATIC)
+
+    assert pod["metadata"]["name"] == "kubeherd-kube-scheduler"  # type: ignore[index]
+    assert pod["metadata"]["labels"]["component"] == "kubeherd-kube-scheduler"  # type: ignore[index]
+
+
+def test_the_static_pod_names_the_configuration_it_runs_by_its_hash(tmp_path: Path) -> None:
+    # The kubelet restarts a static pod only when its manifest changes.
+    from kubeherd.scheduler.config import configuration_hash
+
+    packing = EXAMPLES / "schedulerprofile-packing.yaml"
+    out = io.StringIO()
+    render(packing, static=False, kubeconfig=str(STATIC["kubeconfig"]), out=out, warn=out)
+    configuration = out.getvalue().removesuffix("---\n")
+
+    (pod,), _warnings = rendered(packing, **STATIC)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(packing.read_text().replace("weight: 5", "weight: 6"))
+    (other,), _warnings = rendered(changed, **STATIC)
+
+    annotations = pod["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations == {"kubeherd.io/config-hash": configuration_hash(configuration)}
+    assert other["metadata"]["annotations"] != annotations  # type: ignore[index]
+
+
+def test_the_static_pods_configuration_folder_can_be_elsewhere() -> None:
+    packing = EXAMPLES / "schedulerprofile-packing.yaml"
+
+    (pod,), _warnings = rendered(packing, **STATIC, config_root="/srv/schedulers")
+
+    (container,) = pod["spec"]["containers"]  # type: ignore[index]
+    assert "--config=/srv/schedulers/packing/config.yaml" in container["command"]
+    assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/srv/schedulers/packing"  # type: ignore[index]
 
 
 def test_a_custom_image_accepts_seed_000s_plugin_with_a_warning() -> None:
@@ -155,6 +194,48 @@ def test_a_static_pod_needs_the_nodes_kubeconfig_and_version() -> None:
         rendered(packing, **{**STATIC, "kubernetes_version": ""})
     with pytest.raises(RenderError, match="names no release"):
         rendered(packing, **{**STATIC, "kubernetes_version": "latest"})
+
+
+def test_static_schedulers_of_one_file_get_ports_of_their_own(tmp_path: Path) -> None:
+    path = _named(tmp_path, {"name": "second", "namespace": "kube-system"}, second="first")
+
+    pods, _warnings = rendered(path, **STATIC, port=10270)
+
+    ports = [pod["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] for pod in pods]  # type: ignore[index]
+    assert ports == [10270, 10271]
+
+
+def test_a_static_scheduler_in_kube_system_needs_no_more_rights_than_the_nodes(
+    tmp_path: Path,
+) -> None:
+    # kube-system's system::leader-locking-kube-scheduler Role covers every Lease there.
+    _pods, warnings = rendered(EXAMPLES / "schedulerprofile-packing.yaml", **STATIC)
+
+    assert warnings == ""
+
+
+def test_a_static_schedulers_lease_elsewhere_comes_with_the_rights_it_needs(
+    tmp_path: Path,
+) -> None:
+    _pods, warnings = rendered(_named(tmp_path, {"name": "packing", "namespace": "team"}), **STATIC)
+
+    assert "the Lease team/kubeherd-packing is outside kube-system" in warnings
+    assert (
+        "kubectl -n team create role kubeherd-packing-lease --verb=get,update "
+        "--resource=leases.coordination.k8s.io --resource-name=kubeherd-packing\n"
+        "  kubectl -n team create rolebinding kubeherd-packing-lease "
+        "--role=kubeherd-packing-lease --user=system:kube-scheduler"
+    ) in warnings
+
+
+def test_a_static_scheduler_without_leader_election_needs_no_lease(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path, {"profiles": [{"schedulerName": "a"}], "leaderElection": {"leaderElect": False}}
+    )
+
+    _pods, warnings = rendered(path, **STATIC)
+
+    assert warnings == ""
 
 
 def test_two_static_schedulers_on_a_node_can_have_ports_of_their_own() -> None:
@@ -317,9 +398,19 @@ def test_names_at_the_dns_limits_are_rendered(tmp_path: Path) -> None:
     name = ".".join(["a" * 63] * 4)[:253]
     path = _named(tmp_path, {"name": name, "namespace": "n" * 63})
 
-    (pod,), _warnings = rendered(path, **STATIC)
+    (configuration,), _warnings = rendered(path)
 
-    assert pod["metadata"]["name"] == name  # type: ignore[index]
+    assert configuration["leaderElection"]["resourceNamespace"] == "n" * 63  # type: ignore[index]
+
+
+def test_a_static_pods_name_leaves_room_for_the_node_name(tmp_path: Path) -> None:
+    # The kubelet's mirror pod is kubeherd-<name>-<node name>, at most 253 characters.
+    longest = "a" * 180
+    (pod,), _warnings = rendered(_named(tmp_path, {"name": longest}), **STATIC)
+    assert pod["metadata"]["name"] == f"kubeherd-{longest}"  # type: ignore[index]
+
+    with pytest.raises(RenderError, match="a static Pod's at most 180"):
+        rendered(_named(tmp_path, {"name": "a" * 181}), **STATIC)
 
 
 def test_a_static_pod_is_never_built_for_a_name_that_could_leave_its_directory() -> None:

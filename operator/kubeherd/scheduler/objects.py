@@ -67,6 +67,9 @@ STATIC_POD_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
 # A directory of kubeherd's own: /etc/kubernetes/<name> would let a SchedulerProfile named
 # `manifests` or `pki` write into kubeadm's directories.
 STATIC_CONFIG_ROOT = "/etc/kubernetes/kubeherd"
+# Before the static Pod's name and file name: a kubelet runs one pod of a name per node, so a
+# SchedulerProfile named `kube-scheduler` or `etcd` would replace kubeadm's own.
+STATIC_POD_PREFIX = "kubeherd-"
 
 
 def scheduler_image(spec: Mapping[str, Any], version: str = KUBE_SCHEDULER_VERSION) -> str:
@@ -85,8 +88,12 @@ def official_release(image: str) -> str | None:
     return image[len(prefix) :] if image.startswith(prefix) else None
 
 
-def static_config_dir(name: str) -> str:
-    return f"{STATIC_CONFIG_ROOT}/{name}"
+def static_config_dir(name: str, root: str = STATIC_CONFIG_ROOT) -> str:
+    return f"{root}/{name}"
+
+
+def static_pod_name(name: str) -> str:
+    return f"{STATIC_POD_PREFIX}{name}"
 
 
 def _probe(path: str, port: int, **timing: int) -> dict[str, Any]:
@@ -103,16 +110,19 @@ def static_pod(
     *,
     port: int = STATIC_POD_PORT,
     kubeconfig: str = STATIC_POD_KUBECONFIG,
+    config_root: str = STATIC_CONFIG_ROOT,
+    config_hash: str = "",
 ) -> dict[str, Any]:
     """A kube-scheduler static Pod for a kubeadm control-plane node's /etc/kubernetes/manifests.
     It reads its configuration from /etc/kubernetes/kubeherd/<name>/config.yaml and logs in with
     the node's `kubeconfig` (scheduler.conf), both from the host. `version` should be the node's
     Kubernetes release (the caller asks for it: a static pod has no API server to read it
-    from)."""
+    from). The kubelet restarts a static pod only when its manifest changes: `config_hash`, the
+    configuration's, makes a new configuration a new manifest."""
     if not is_dns_subdomain(name):
         # The name is a directory on the node: `../../pki` would mount kubeadm's keys.
         raise ValueError(f"a static Pod's name must be a DNS-1123 subdomain, not {name!r}")
-    config_dir = static_config_dir(name)
+    config_dir = static_config_dir(name, config_root)
     command = [
         *(spec.get("command") or ["kube-scheduler"]),
         f"--config={config_dir}/config.yaml",
@@ -139,28 +149,27 @@ def static_pod(
             {"name": "kubeconfig", "mountPath": kubeconfig, "readOnly": True},
         ],
     }
+    metadata: dict[str, Any] = {
+        "name": static_pod_name(name),
+        "namespace": "kube-system",
+        "labels": {"component": static_pod_name(name), "tier": "control-plane"},
+    }
+    if config_hash:
+        metadata["annotations"] = {CONFIG_HASH_ANNOTATION: config_hash}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "kube-system",
-            "labels": {"component": name, "tier": "control-plane"},
-        },
+        "metadata": metadata,
         "spec": {
             "containers": [container],
             "hostNetwork": True,
             "priorityClassName": spec.get("priorityClassName") or "system-node-critical",
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "volumes": [
-                {
-                    "name": "config",
-                    "hostPath": {"path": config_dir, "type": "DirectoryOrCreate"},
-                },
-                {
-                    "name": "kubeconfig",
-                    "hostPath": {"path": kubeconfig, "type": "FileOrCreate"},
-                },
+                # Both must be there: the kubelet waits for them, saying so in the pod's events,
+                # and creates nothing on the host.
+                {"name": "config", "hostPath": {"path": config_dir, "type": "Directory"}},
+                {"name": "kubeconfig", "hostPath": {"path": kubeconfig, "type": "File"}},
             ],
         },
     }

@@ -9,6 +9,7 @@ What is rendered is what was written. Nothing is contacted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,20 +25,28 @@ from kubeherd.api.identifiers import (
 )
 from kubeherd.api.schedulerprofile import SchedulerProfile
 from kubeherd.scheduler.config import (
+    Lock,
+    configuration_hash,
     configuration_yaml,
     foreign_lock_namespace,
     lease_lock,
     render_configuration,
 )
 from kubeherd.scheduler.objects import (
+    STATIC_CONFIG_ROOT,
     STATIC_POD_KUBECONFIG,
     STATIC_POD_PORT,
     is_custom_image,
     static_config_dir,
     static_pod,
+    static_pod_name,
 )
 from kubeherd.scheduler.validation import Problem, lock_problems, validate_spec
 from kubeherd.scheduler.versions import release_version
+
+# Where kube-system's system::leader-locking-kube-scheduler Role lets the node's
+# system:kube-scheduler take any Lease.
+LEADER_LOCKING_NAMESPACE = "kube-system"
 
 
 class RenderError(Exception):
@@ -150,8 +159,9 @@ def render(
     warn: TextIO,
     kubernetes_version: str = "",
     port: int = STATIC_POD_PORT,
+    config_root: str = STATIC_CONFIG_ROOT,
 ) -> None:
-    for profile in load_profiles(path):
+    for index, profile in enumerate(load_profiles(path)):
         metadata = profile.get("metadata") or {}
         name = str(metadata["name"])
         spec = profile["spec"]
@@ -164,22 +174,97 @@ def render(
             raise RenderError(f"SchedulerProfile {name} is invalid: {verdict.summary()}")
         for problem in verdict.warnings:
             warn.write(f"warning: {problem}\n")
+        configuration = configuration_yaml(render_configuration(spec, name, namespace, kubeconfig))
         if static:
-            version = _static_pod_version(spec, kubernetes_version, kubeconfig)
-            out.write(
-                f"# kube-scheduler {name} as a static Pod: save this in the node's "
-                "/etc/kubernetes/manifests/,\n"
-                f"# and its configuration in {static_config_dir(name)}/config.yaml:\n"
-                f"#   kubeherd render schedulerprofile -f {path} "
-                f"--kubeconfig {kubeconfig}\n"
-                "# With leader election, the node's system:kube-scheduler user also needs "
-                "get and update on its Lease.\n"
-            )
-            pod = static_pod(spec, name, version, port=port, kubeconfig=kubeconfig)
-            out.write(yaml.safe_dump(pod, sort_keys=False))
+            node = StaticNode(kubeconfig, config_root, port + index, kubernetes_version)
+            out.write(_static_manifest(path, profile, configuration, node, warn))
         else:
-            out.write(configuration_yaml(render_configuration(spec, name, namespace, kubeconfig)))
+            out.write(configuration)
         out.write("---\n")
+
+
+@dataclass(frozen=True)
+class StaticNode:
+    """The node a static scheduler runs on: where it finds its files, its port there, and the
+    node's Kubernetes version."""
+
+    kubeconfig: str
+    config_root: str
+    port: int
+    kubernetes_version: str
+
+
+def _static_manifest(
+    path: Path, profile: dict[str, Any], configuration: str, node: StaticNode, warn: TextIO
+) -> str:
+    """The static Pod of a checked SchedulerProfile, after comments that say what to do."""
+    metadata, spec = profile["metadata"], profile["spec"]
+    name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
+    version = _static_pod_version(spec, node.kubernetes_version, node.kubeconfig)
+    _check_static_name(name)
+    lock = lease_lock(spec, name, namespace)
+    if _leads(spec) and lock.namespace != LEADER_LOCKING_NAMESPACE:
+        warn.write(f"warning: {_lease_rights(lock)}\n")
+    pod = static_pod(
+        spec,
+        name,
+        version,
+        port=node.port,
+        kubeconfig=node.kubeconfig,
+        config_root=node.config_root,
+        config_hash=configuration_hash(configuration),
+    )
+    return _static_pod_header(path, name, lock, node) + yaml.safe_dump(pod, sort_keys=False)
+
+
+def _leads(spec: dict[str, Any]) -> bool:
+    return bool((spec.get("leaderElection") or {}).get("leaderElect", True))
+
+
+def _static_pod_header(path: Path, name: str, lock: Lock, node: StaticNode) -> str:
+    """The steps on the node, as comments the kubelet ignores."""
+    config_dir = static_config_dir(name, node.config_root)
+    pod = static_pod_name(name)
+    return (
+        f"# kube-scheduler {name} as a static Pod (kube-system/{pod}-<node name>). On the node,\n"
+        "# first its configuration, which this manifest names by its hash:\n"
+        f"#   mkdir -p {config_dir}\n"
+        f"#   kubeherd render schedulerprofile -f {path} --kubeconfig {node.kubeconfig} \\\n"
+        f"#     > {config_dir}/config.yaml\n"
+        f"# then this manifest, as {pod}.yaml in the kubelet's static Pod folder\n"
+        "# (/etc/kubernetes/manifests on kubeadm). Render and write both again after a change:\n"
+        "# the new hash makes the kubelet restart it. Delete the manifest to stop it.\n"
+        f"# Lease: {lock.namespace}/{lock.name}; health: https://127.0.0.1:{node.port}/livez\n"
+    )
+
+
+def _lease_rights(lock: Lock) -> str:
+    """kube-system's system::leader-locking-kube-scheduler Role lets system:kube-scheduler take
+    any Lease there; elsewhere its ClusterRole allows create, and get and update only on the
+    Lease named kube-scheduler. Without get the scheduler stands by forever, Ready."""
+    role = f"{lock.name}-lease"
+    return (
+        f"the Lease {lock.namespace}/{lock.name} is outside {LEADER_LOCKING_NAMESPACE}, where "
+        "the node's scheduler user (system:kube-scheduler with kubeadm's scheduler.conf) may "
+        "not get or update it, and so never leads. Grant it, or give the SchedulerProfile "
+        f"metadata.namespace: {LEADER_LOCKING_NAMESPACE}:\n"
+        f"  kubectl -n {lock.namespace} create role {role} --verb=get,update "
+        f"--resource=leases.coordination.k8s.io --resource-name={lock.name}\n"
+        f"  kubectl -n {lock.namespace} create rolebinding {role} --role={role} "
+        "--user=system:kube-scheduler"
+    )
+
+
+def _check_static_name(name: str) -> None:
+    """The kubelet names the mirror pod <pod>-<node name> and refuses a name past a DNS
+    subdomain's length; room is left for a node name as long as a hostname label."""
+    longest = DNS_SUBDOMAIN_LENGTH - len(static_pod_name("")) - len("-") - DNS_LABEL_LENGTH
+    if len(name) > longest:
+        raise RenderError(
+            f"metadata.name is {len(name)} characters, a static Pod's at most {longest}: the "
+            f"kubelet names its pod {static_pod_name('<name>')}-<node name>, which must fit "
+            f"{DNS_SUBDOMAIN_LENGTH} characters with a node name of up to {DNS_LABEL_LENGTH}"
+        )
 
 
 def _static_pod_version(spec: dict[str, Any], kubernetes_version: str, kubeconfig: str) -> str:
