@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import port_is_listening
-from localcluster.images import TESTBOX_IMAGE, scheduler_image
+from localcluster.images import SCHEDULER_REPOSITORY, TESTBOX_IMAGE
 from localcluster.realnode import NODE_NAME, NodePaths
 from tests.helpers import REPO, eventually
 from tests.integration.schedulers import scheduled_by, wait_briefly
@@ -71,14 +71,16 @@ class StaticScheduler:
         config_dir = self.config_root / "packing"
         config_dir.mkdir(parents=True, exist_ok=True)
         (config_dir / "config.yaml").write_text(self.render())
-        version = client.VersionApi(self.real.api).get_code().git_version
         self.manifest.write_text(
             self.render(
                 "--static-pod",
-                f"--kubernetes-version={version}",
+                f"--kubernetes-version={self.cluster_version()}",
                 f"--config-root={self.config_root}",
             )
         )
+
+    def cluster_version(self) -> str:
+        return str(client.VersionApi(self.real.api).get_code().git_version)
 
     def mirror_pod(self) -> Any | None:
         try:
@@ -187,8 +189,9 @@ def test_the_kubelet_runs_the_rendered_static_scheduler_which_leads_and_binds(
     mirror = static_scheduler.ready_mirror_pod()
     assert mirror.metadata.annotations["kubernetes.io/config.source"] == "file"
     assert mirror.spec.node_name == NODE_NAME
-    # The image of the cluster's own version, as --kubernetes-version asked.
-    assert mirror.spec.containers[0].image == scheduler_image()
+    # The image of the cluster's own version, as --kubernetes-version asked (built here).
+    version = static_scheduler.cluster_version()
+    assert mirror.spec.containers[0].image == f"{SCHEDULER_REPOSITORY}:{version}"
     holder = eventually(static_scheduler.lease_holder, timeout=30, what=f"a holder of {LEASE}")
     # kube-scheduler's identity is "<hostname>_<uuid>"; with the host's network, the machine's.
     assert holder.split("_")[0] == socket.gethostname()
