@@ -72,6 +72,12 @@ cluster-down: deps ## Stop every process cluster-up started and undo the real no
 cluster-status: deps ## Show which control-plane processes run
 	$(LOCALCLUSTER) status
 
+# The scheduler catalogs are derived from each Kubernetes minor pinned under hack/k8s by the Go
+# program in hack/schedcatalog; tests/integration/test_catalogs.py fails when they drift.
+.PHONY: catalogs
+catalogs: deps ## Regenerate the scheduler catalogs (operator/kubeherd/scheduler/catalogs) from each pinned Kubernetes minor's source
+	PYTHONPATH=hack $(RUN) python -m localcluster.catalogs
+
 .PHONY: crds
 crds: deps ## Regenerate crds/, the chart's copy and docs/reference.md from the pydantic models
 	$(RUN) kubeherd crds customdaemonsets > crds/customdaemonsets.kubeherd.io.yaml

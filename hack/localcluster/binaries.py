@@ -641,3 +641,8 @@ def _build(
             report(f"{label}: done in {_format_elapsed(time.monotonic() - step_started)}")
         if builds:
             report(f"cold build finished in {_format_elapsed(time.monotonic() - started)}")
+
+
+def go_environment() -> dict[str, str]:
+    """The environment of every Go build here; the same flags keep the Go build cache shared."""
+    return _go_environment()
