@@ -22,6 +22,7 @@ from pathlib import Path
 
 from localcluster.binaries import (
     HACK_DIR,
+    KUBERNETES_TAGS,
     Report,
     go_environment,
     kubernetes_minors,
@@ -50,7 +51,10 @@ def _report_to_stderr(message: str) -> None:
 def derive_catalog(minor: str, report: Report = _report_to_stderr) -> str:
     """The catalog of `minor` as the program derives it now: JSON text, as committed."""
     go_mod = (kubernetes_module_dir(minor) / "go.mod").resolve()
-    command = ["go", "run", "-v", "-trimpath", f"-modfile={go_mod}", "."]
+    # kube-scheduler's own flags: the catalog describes the binary as built, and its packages are
+    # then already in the Go build cache.
+    tags = ",".join(KUBERNETES_TAGS)
+    command = ["go", "run", "-v", "-trimpath", f"-tags={tags}", f"-modfile={go_mod}", "."]
     started = time.monotonic()
     compiled = 0
     done = threading.Event()
