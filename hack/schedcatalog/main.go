@@ -276,7 +276,7 @@ func decodeConfiguration(data []byte) (*config.KubeSchedulerConfiguration, error
 
 // pointsOf reads, from the framework's list of plugins per extension point (the internal type),
 // the v1 JSON names of the points that hold the plugin, sorted.
-func pointsOf(name string, listed any) ([]string, error) {
+func pointsOf(name string, listed *config.Plugins) ([]string, error) {
 	var versioned configv1.Plugins
 	if err := scheme.Scheme.Convert(listed, &versioned, nil); err != nil {
 		return nil, err
