@@ -59,9 +59,9 @@ JUDGE_DEADLINE_SECONDS = 120
 # The controller gives up on a judge pod this long after creating it (a pod never scheduled has
 # no kubelet to stop it), deletes it and tries again later.
 JUDGE_PATIENCE_SECONDS = JUDGE_DEADLINE_SECONDS + 60
-# kube-scheduler reads its configuration and builds its plugins in well under a second and
-# about 50 MiB; the limits leave room for plugins that do more, and satisfy quotas that require
-# limits.
+# What kube-scheduler needs to read a configuration and build its plugins (docs/schedulerprofile.md
+# has the figures); the limits leave room for plugins that do more, and satisfy quotas that
+# require limits.
 JUDGE_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 JUDGE_LIMITS = {"cpu": "500m", "memory": "256Mi"}
 # How much of kube-scheduler's message the status and the event carry.
