@@ -156,9 +156,7 @@ def test_a_refusal_by_the_image_is_valid_false_and_the_running_scheduler_stays()
         assert kube.objects[("Deployment", "ops", "fast")] == deployment
         assert kube.status_of["fast"]["configHash"] == running
         assert kube.judges() == []
-
-        # Its ConfigMap goes with the next look at what is mounted; the running one stays.
-        await asyncio.sleep(61)
+        # Its ConfigMap is gone; the running one stays.
         assert config_maps(kube) == {f"fast-config-{running}"}
 
         # Looked at again (another profile freed a name): the verdict is remembered.
@@ -169,6 +167,22 @@ def test_a_refusal_by_the_image_is_valid_false_and_the_running_scheduler_stays()
         await controller.stop()
 
     run_virtually(scenario)
+
+
+def test_a_first_configuration_the_image_refuses_leaves_nothing_behind() -> None:
+    kube, profiles = JudgingKube(), Profiles()
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, custom())
+        await asyncio.sleep(1)
+        kube.judge_ends(1, REFUSAL)
+        await asyncio.sleep(3)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert kube.valid()[:2] == ("False", "RefusedByImage")
+    assert "keeps running" not in kube.valid()[2]
+    assert not [key for key in kube.objects if key[0] in ("ConfigMap", "Pod", "Deployment")]
 
 
 def test_a_judge_that_cannot_run_rolls_nothing_out_says_why_and_is_tried_again() -> None:

@@ -405,7 +405,7 @@ class SchedulerProfileController:
         pod = await self.kube.get_object(POD, owner.namespace, name)
         if pod is None:
             judgement = await self._start_judge(state, spec, image, text, config_hash)
-        elif not _is_own_judge(pod, owner):
+        elif not _is_owned(pod, owner):
             judgement = Judgement(
                 Outcome.FAILED, f"pod {name} exists and is not this SchedulerProfile's"
             )
@@ -419,6 +419,8 @@ class SchedulerProfileController:
             judging.remember(key, judgement)
             judging.backoff.reset()
             await self._dismiss_judges(state)
+            if judgement.outcome is Outcome.REFUSED:
+                await self._drop_config(state, config_hash)
             if judgement.outcome is Outcome.ACCEPTED:
                 self._event(
                     state,
@@ -478,6 +480,21 @@ class SchedulerProfileController:
             f"kube-scheduler of image {image} judges configuration {config_hash} in pod {name}",
         )
         return Judgement(Outcome.WAITING)
+
+    async def _drop_config(self, state: ProfileState, config_hash: str) -> None:
+        """A refused configuration's ConfigMap goes now, unless something mounts or needs it."""
+        owner = state.owner
+        deployment = await self._own_deployment(owner)
+        if deployment is not None:
+            await self._prune_config_maps(state, deployment)
+            return
+        if config_hash in (state.applied.config_hash, state.rendered_hash):
+            return
+        existing = await self.kube.get_object(
+            CONFIG_MAP, owner.namespace, owner.config_map(config_hash)
+        )
+        if existing is not None and _is_owned(existing, owner):
+            await self._delete(state, CONFIG_MAP, existing)
 
     async def _dismiss_judges(self, state: ProfileState, keep: str = "") -> None:
         """Delete the resource's judge pods but `keep`: they have given their verdicts, or judge
@@ -795,8 +812,8 @@ def judged_by_image(image: str) -> bool:
     return official_release(image) is None
 
 
-def _is_own_judge(pod: Mapping[str, Any], owner: Owner) -> bool:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+def _is_owned(existing: Mapping[str, Any], owner: Owner) -> bool:
+    labels = (existing.get("metadata") or {}).get("labels") or {}
     return bool(labels.get(OWNER_UID_LABEL) == owner.uid)
 
 
