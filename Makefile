@@ -15,9 +15,8 @@ export NODES
 REAL_NODE ?=
 export REAL_NODE
 # K8S_VERSION=1.34 (or v1.34.4): cluster-up and run start that pinned minor's control plane
-# (hack/k8s/<minor>); empty: the newest.
+# (hack/k8s/<minor>); empty: the newest. Passed to those two only, so no test tool follows it.
 K8S_VERSION ?=
-export K8S_VERSION
 
 .PHONY: help
 help: ## List the targets
@@ -62,7 +61,7 @@ images: bins ## Build (or find cached) the real node's images: pause, testbox, s
 
 .PHONY: cluster-up
 cluster-up: deps ## Start the local control plane with NODES fake nodes (K8S_VERSION=1.34: that minor; REAL_NODE=1: and a real node)
-	$(LOCALCLUSTER) up
+	$(LOCALCLUSTER) up $(if $(K8S_VERSION),--kubernetes-version=$(K8S_VERSION))
 
 .PHONY: cluster-down
 cluster-down: deps ## Stop every process cluster-up started and undo the real node's machine changes
@@ -89,7 +88,7 @@ CLUSTER ?= local
 
 .PHONY: run
 run: deps ## Quickstart: local cluster (K8S_VERSION=1.34, REAL_NODE=1, CLUSTER=current), CRDs, RBAC, examples/, the operator
-	@UV="$(UV)" CLUSTER="$(CLUSTER)" bash hack/run.sh
+	@UV="$(UV)" CLUSTER="$(CLUSTER)" K8S_VERSION="$(K8S_VERSION)" bash hack/run.sh
 
 IMAGE ?= kubeherd:$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

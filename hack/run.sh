@@ -19,7 +19,8 @@ if [[ $CLUSTER != local && -n ${K8S_VERSION:-} ]]; then
 fi
 
 echo "==> Building (or finding) the control-plane binaries${K8S_VERSION:+ of Kubernetes $K8S_VERSION}, kubectl and helm"
-BINARIES=$(localcluster build)
+version=(${K8S_VERSION:+"--kubernetes-version=$K8S_VERSION"})
+BINARIES=$(localcluster build "${version[@]}")
 KUBECTL=$(binary kubectl)
 HELM=$(binary helm)
 
@@ -30,7 +31,7 @@ case "$CLUSTER" in
     else
       echo "==> Starting the local control plane${K8S_VERSION:+ at Kubernetes $K8S_VERSION} with ${NODES:-3} fake nodes"
     fi
-    localcluster up
+    localcluster up "${version[@]}"
     CLUSTER_DIR=${KUBEHERD_CLUSTER_DIR:-.cluster}
     export KUBECONFIG=$PWD/$CLUSTER_DIR/kubeconfig
     [[ $CLUSTER_DIR = /* ]] && KUBECONFIG=$CLUSTER_DIR/kubeconfig

@@ -54,10 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--kubernetes-version",
-        default=os.environ.get("K8S_VERSION") or None,
         metavar="VERSION",
         help="the control plane's Kubernetes minor (1.34) or pinned release (v1.34.4), one of "
-        "those pinned under hack/k8s (default: $K8S_VERSION, else the newest)",
+        "those pinned under hack/k8s (default: the newest)",
     )
     options = parser.parse_args(argv)
 

@@ -920,10 +920,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--kubernetes-version",
-        default=os.environ.get("K8S_VERSION") or None,
         metavar="VERSION",
         help="the scheduler image's Kubernetes minor (1.34) or pinned release (v1.34.4) "
-        "(default: $K8S_VERSION, else the newest)",
+        "(default: the newest)",
     )
     parser.add_argument(
         "--if-real-node",
