@@ -253,8 +253,10 @@ def _add_render(commands: Any) -> None:
     profile.add_argument(
         "--kubernetes-version",
         default="",
-        help="with --static-pod: the node's Kubernetes version (kubelet --version), whose "
-        "official kube-scheduler image the Pod runs; required unless spec.image is set",
+        help="the cluster's Kubernetes version (with --static-pod: the node's, as kubelet "
+        "--version prints it): the configuration is checked for its minor, and a static Pod "
+        "runs its official kube-scheduler image. Default: checked for the newest minor kubeherd "
+        "knows; required with --static-pod unless spec.image is set",
     )
     profile.add_argument(
         "--port",

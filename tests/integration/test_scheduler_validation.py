@@ -34,8 +34,9 @@ import pytest
 import yaml
 
 from kubeherd.api.schedulerprofile import SchedulerProfileSpec
+from kubeherd.scheduler.catalog import shipped
 from kubeherd.scheduler.config import configuration_yaml, render_configuration
-from kubeherd.scheduler.pluginargs import ARGS_TYPES, go_duration_seconds
+from kubeherd.scheduler.pluginargs import go_duration_seconds
 from kubeherd.scheduler.validation import Problem, validate_spec
 from localcluster.binaries import Binaries
 from tests.helpers import REPO, Kubectl
@@ -44,6 +45,8 @@ from tests.integration.verdict_cases import generated_cases
 DEAD_API_SERVER = "http://127.0.0.1:1"
 LEADER_ELECTOR_STARTED = "Attempting to acquire leader lease"
 WORKERS = 2  # the machine's cores
+# The checks of the minor of the built kube-scheduler.
+CATALOG = shipped().get("1.37")
 
 
 def example(name: str) -> dict[str, Any]:
@@ -332,7 +335,8 @@ def rewrites(spec: Mapping[str, Any], rendered: Mapping[str, Any], completed: st
         for entry in written.get("pluginConfig") or []:
             # kube-scheduler keeps args only for the plugins it runs.
             kept = entry["name"] in configured
-            if kept and entry["name"] in ARGS_TYPES and isinstance(entry.get("args"), dict):
+            typed = entry["name"] in CATALOG.args_types
+            if kept and typed and isinstance(entry.get("args"), dict):
                 found += _missing(
                     entry["args"],
                     configured.get(entry["name"]),
@@ -355,7 +359,7 @@ def judge(binary: Path, name: str, raw_spec: Mapping[str, Any]) -> Outcome:
             outcome.kubeherd_says = str(error)
             return outcome
         spec = model.model_dump(by_alias=True, exclude_none=True, mode="json")
-        verdict = validate_spec(spec, custom_image=False)
+        verdict = validate_spec(spec, CATALOG)
         outcome.kubeherd_valid = verdict.valid
         outcome.kubeherd_says = verdict.summary()
         reasons = {

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubeherd.api.schedulerprofile import EXTENSION_POINTS
-from kubeherd.scheduler.plugins import IN_TREE_PLUGINS, REMOVED_PLUGINS
+from kubeherd.scheduler.catalog import shipped
+
+CATALOG = shipped().get("1.37")
 
 SEED = 16
 Case = tuple[str, dict[str, Any]]
@@ -350,7 +352,7 @@ def _type_meta_cases() -> Iterator[Case]:
     yield "args of a plugin without args kind", with_args("TaintToleration", {"anything": 1})
     yield "args a string for a plugin without args kind", with_args("ImageLocality", "x")
     yield "args for an unknown plugin", with_args("NoSuchPlugin", {"a": 1})
-    for removed in REMOVED_PLUGINS:
+    for removed in sorted(CATALOG.removed_plugins):
         yield f"args for removed {removed}", with_args(removed, {})
     yield (
         "two pluginConfig entries for one plugin",
@@ -360,7 +362,7 @@ def _type_meta_cases() -> Iterator[Case]:
 
 def _plugin_cases() -> Iterator[Case]:
     points = [point for point in EXTENSION_POINTS if point != "multiPoint"]
-    for name in IN_TREE_PLUGINS:
+    for name in CATALOG.plugins:
         for point in points:
             yield (
                 f"{name} at {point}",
@@ -374,7 +376,7 @@ def _plugin_cases() -> Iterator[Case]:
             f"{name} disabled everywhere",
             spec(profile(plugins={"multiPoint": {"disabled": [{"name": name}]}})),
         )
-    for removed in REMOVED_PLUGINS:
+    for removed in sorted(CATALOG.removed_plugins):
         yield (
             f"removed {removed} at filter",
             spec(profile(plugins={"filter": {"enabled": [{"name": removed}]}})),

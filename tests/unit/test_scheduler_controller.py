@@ -13,6 +13,7 @@ import pytest
 
 from kubeherd.kube.client import Kind, Kube, Outcome
 from kubeherd.scheduler import controller as scheduler_controller
+from kubeherd.scheduler.catalog import image_catalog
 from kubeherd.scheduler.controller import (
     FINALIZER,
     ProfileState,
@@ -434,12 +435,12 @@ def test_a_pass_that_raises_is_retried_with_backoff_and_spares_the_others(
     calls: list[float] = []
     real_verdict = scheduler_controller.profile_verdict
 
-    def verdict(body: Any, claims: Any) -> Any:
+    def verdict(body: Any, claims: Any, choice: Any) -> Any:
         if body["metadata"]["name"] == "broken":
             calls.append(wall_clock())
             if len(calls) <= 3:
                 raise RuntimeError("a bug in validation")
-        return real_verdict(body, claims)
+        return real_verdict(body, claims, choice)
 
     monkeypatch.setattr(scheduler_controller, "profile_verdict", verdict)
 
@@ -461,7 +462,7 @@ def test_a_profile_named_default_is_refused_even_when_stored_before_the_crd_refu
         "spec": {"profiles": [{"schedulerName": "team-a-scheduler"}]},
     }
 
-    verdict = profile_verdict(body, [])
+    verdict = profile_verdict(body, [], image_catalog("registry.k8s.io/kube-scheduler:v1.37.2"))
 
     assert [problem.field for problem in verdict.errors] == ["metadata.name"]
     assert "every pod of the namespace without one would run as it" in verdict.summary()

@@ -10,9 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubeherd.scheduler.catalog import Catalog, shipped
 from kubeherd.scheduler.godecoding import GoList, GoMap, GoStruct, GoType, label_key_problems
-from kubeherd.scheduler.pluginargs import ARGS_TYPES, plugin_args_problems
+from kubeherd.scheduler.pluginargs import plugin_args_problems
 from kubeherd.scheduler.validation import validate_spec
+
+CATALOGS = [shipped().get(minor) for minor in shipped().minors]
+PLUGINS_WITH_ARGS = sorted({plugin for catalog in CATALOGS for plugin in catalog.args_types})
 
 
 def _field_names(go_type: GoType, names: set[str]) -> set[str]:
@@ -27,7 +31,9 @@ def _field_names(go_type: GoType, names: set[str]) -> set[str]:
     return names
 
 
-FIELD_NAMES = sorted(set().union(*(_field_names(t, set()) for t in ARGS_TYPES.values())))
+FIELD_NAMES = sorted(
+    set().union(*(_field_names(t, set()) for c in CATALOGS for t in c.args_types.values()))
+)
 scalars = (
     st.none()
     | st.booleans()
@@ -48,22 +54,30 @@ json_values = st.recursive(
 )
 
 
+def _nowhere(_struct: str, _field: str) -> str:
+    return ""
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(sorted(ARGS_TYPES)), json_values, st.booleans())
+@given(st.sampled_from(CATALOGS), st.sampled_from(PLUGINS_WITH_ARGS), json_values, st.booleans())
 def test_any_args_get_a_verdict_with_field_paths_never_an_exception(
-    plugin: str, args: Any, built: bool
+    catalog: Catalog, plugin: str, args: Any, built: bool
 ) -> None:
-    problems = plugin_args_problems("args", plugin, args, built=built)
+    problems = plugin_args_problems(
+        "args", plugin, args, built=built, catalog=catalog, elsewhere=_nowhere
+    )
 
     assert all(problem.field.startswith("args") and problem.message for problem in problems)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.sampled_from(sorted(ARGS_TYPES)), json_values)
-def test_validate_spec_answers_for_any_args_without_falling_back(plugin: str, args: Any) -> None:
+@given(st.sampled_from(CATALOGS), st.sampled_from(PLUGINS_WITH_ARGS), json_values)
+def test_validate_spec_answers_for_any_args_without_falling_back(
+    catalog: Catalog, plugin: str, args: Any
+) -> None:
     spec = {"profiles": [{"schedulerName": "a", "pluginConfig": [{"name": plugin, "args": args}]}]}
 
-    verdict = validate_spec(spec, custom_image=False)
+    verdict = validate_spec(spec, catalog)
 
     assert not any("would not decode" in problem.message for problem in verdict.errors)
 

@@ -43,7 +43,7 @@ def test_the_configuration_names_the_resources_own_lease() -> None:
 STATIC: dict[str, str | bool | int] = {
     "static": True,
     "kubeconfig": "/etc/kubernetes/scheduler.conf",
-    "kubernetes_version": "v1.31.4+k3s1",
+    "kubernetes_version": "v1.34.4+k3s1",
 }
 
 
@@ -54,7 +54,7 @@ def test_the_static_pod_reads_config_and_kubeconfig_from_the_host() -> None:
     assert isinstance(spec, dict)
     (container,) = spec["containers"]
     # The node's release, not kubeherd's: a static pod has no API server to ask.
-    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.31.4"
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.34.4"
     assert "--config=/etc/kubernetes/kubeherd/packing/config.yaml" in container["command"]
     assert "--secure-port=10260" in container["command"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
@@ -106,7 +106,9 @@ def test_the_static_pods_configuration_folder_can_be_elsewhere() -> None:
 def test_a_custom_image_accepts_seed_000s_plugin_with_a_warning() -> None:
     (configuration,), warnings = rendered(EXAMPLES / "schedulerprofile-three-profiles.yaml")
 
-    assert "MyCustomPlugin is not a plugin of kube-scheduler v1.37.2" in warnings
+    assert (
+        "MyCustomPlugin is not an in-tree plugin of any kube-scheduler kubeherd knows" in warnings
+    )
     assert configuration["profiles"][1]["plugins"]["filter"]["enabled"] == [  # type: ignore[index]
         {"name": "MyCustomPlugin"}
     ]
@@ -316,6 +318,7 @@ def test_render_refuses_what_kubectl_apply_refuses_instead_of_coercing_or_droppi
 
 
 def test_render_writes_the_v1_37_extension_points_and_the_args_as_written(tmp_path: Path) -> None:
+    # With no --kubernetes-version, the checks are the newest minor's: 1.37 or later.
     profile = {
         "schedulerName": "a",
         "plugins": {"podGroupPostFilter": {"disabled": [{"name": "DefaultPreemption"}]}},
@@ -372,7 +375,7 @@ def test_a_name_that_is_not_a_dns_subdomain_is_refused_before_anything_is_printe
             "--kubeconfig",
             "/k",
             "--kubernetes-version",
-            "v1.31.4",
+            "v1.34.4",
         ]
     )
 

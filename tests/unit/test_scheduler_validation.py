@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeherd.scheduler.catalog import shipped
 from kubeherd.scheduler.config import Lock
-from kubeherd.scheduler.plugins import DEFAULT_PLUGINS, IN_TREE_PLUGINS
 from kubeherd.scheduler.validation import (
     effective_plugins,
     go_duration_seconds,
@@ -18,6 +18,11 @@ from kubeherd.scheduler.validation import (
 )
 from tests.helpers import REPO
 
+# The checks of one minor, read from its shipped catalog (test_scheduler_catalog.py checks what
+# differs between minors; tests/integration/test_scheduler_validation.py checks every minor
+# against its own kube-scheduler).
+V1_37 = shipped().get("1.37")
+
 
 def spec_of(example: str) -> dict[str, Any]:
     spec: dict[str, Any] = yaml.safe_load((REPO / "examples" / example).read_text())["spec"]
@@ -25,19 +30,20 @@ def spec_of(example: str) -> dict[str, Any]:
 
 
 def test_seed_000s_custom_plugin_is_refused_with_the_stock_image() -> None:
-    verdict = validate_spec(spec_of("schedulerprofile-three-profiles.yaml"), custom_image=False)
+    verdict = validate_spec(spec_of("schedulerprofile-three-profiles.yaml"), V1_37)
 
     assert [str(problem) for problem in verdict.errors] == [
         "spec.profiles[1].plugins.filter.enabled[0]: MyCustomPlugin is not a plugin of "
-        "kube-scheduler v1.37.2: check the spelling, or set spec.image to a scheduler build "
+        "kube-scheduler 1.37: check the spelling, or set spec.image to a scheduler build "
         "that has it"
     ]
 
 
 def test_seed_000s_custom_plugin_is_accepted_with_a_warning_for_a_custom_image() -> None:
-    verdict = validate_spec(spec_of("schedulerprofile-three-profiles.yaml"), custom_image=True)
+    verdict = validate_spec(spec_of("schedulerprofile-three-profiles.yaml"), None)
 
     assert verdict.valid
+    assert verdict.judge_by_image
     assert [problem.field for problem in verdict.warnings] == [
         "spec.profiles[1].plugins.filter.enabled[0]"
     ]
@@ -46,7 +52,7 @@ def test_seed_000s_custom_plugin_is_accepted_with_a_warning_for_a_custom_image()
 def test_a_scheduler_name_used_by_another_profile_is_refused_naming_it() -> None:
     verdict = validate_spec(
         {"profiles": [{"schedulerName": "packer"}]},
-        custom_image=False,
+        V1_37,
         taken_names={"packer": "SchedulerProfile ops/packing"},
     )
 
@@ -65,26 +71,26 @@ def test_a_plugin_at_a_point_it_does_not_implement_says_where_it_fits() -> None:
                 }
             ]
         },
-        custom_image=False,
+        V1_37,
     )
 
     assert [p.message for p in verdict.errors] == [
-        "ImageLocality does not implement bind (it implements score): enable it at one of "
-        "those, or under multiPoint"
+        "ImageLocality does not implement bind in kube-scheduler 1.37 (it implements score): "
+        "enable it at one of those, or under multiPoint"
     ]
 
 
 def test_disabling_the_only_binder_is_refused() -> None:
     verdict = validate_spec(
         {"profiles": [{"schedulerName": "a", "plugins": {"bind": {"disabled": [{"name": "*"}]}}}]},
-        custom_image=False,
+        V1_37,
     )
 
     assert [p.field for p in verdict.errors] == ["spec.profiles[0].plugins.bind"]
 
 
 def test_the_defaults_spread_to_the_points_their_plugins_implement() -> None:
-    effective = effective_plugins(None)
+    effective = effective_plugins(None, V1_37)
 
     assert effective["queueSort"] == ["PrioritySort"]
     assert effective["bind"] == ["DefaultBinder"]
@@ -95,28 +101,26 @@ def test_the_defaults_spread_to_the_points_their_plugins_implement() -> None:
 def test_scoring_off_leaves_filtering_alone() -> None:
     off = {"preScore": {"disabled": [{"name": "*"}]}, "score": {"disabled": [{"name": "*"}]}}
 
-    effective = effective_plugins(off)
+    effective = effective_plugins(off, V1_37)
 
     assert effective["score"] == []
     assert effective["preScore"] == []
-    assert effective["filter"] == effective_plugins(None)["filter"]
+    assert effective["filter"] == effective_plugins(None, V1_37)["filter"]
 
 
 def test_a_plugin_listed_at_its_point_replaces_its_multi_point_default() -> None:
-    effective = effective_plugins({"score": {"enabled": [{"name": "ImageLocality", "weight": 5}]}})
+    effective = effective_plugins(
+        {"score": {"enabled": [{"name": "ImageLocality", "weight": 5}]}}, V1_37
+    )
 
     assert effective["score"].count("ImageLocality") == 1
 
 
-def test_every_default_plugin_is_in_the_catalog() -> None:
-    assert all(name in IN_TREE_PLUGINS for name, _weight in DEFAULT_PLUGINS["multiPoint"])
-
-
 def test_the_catalog_knows_points_found_by_reflection_and_no_internal_ones() -> None:
-    # Checked against the 1.37.2 framework's own placement of each plugin.
-    assert "podGroupPostFilter" in IN_TREE_PLUGINS["DefaultPreemption"].extension_points
-    assert IN_TREE_PLUGINS["GangScheduling"].extension_points == {"preEnqueue", "permit"}
-    assert "preScore" not in IN_TREE_PLUGINS["DynamicResources"].extension_points
+    # The 1.37 framework's own placement of each plugin, as the generator reads it.
+    assert "podGroupPostFilter" in V1_37.plugins["DefaultPreemption"]
+    assert V1_37.plugins["GangScheduling"] == {"preEnqueue", "permit"}
+    assert "preScore" not in V1_37.plugins["DynamicResources"]
 
 
 def test_durations_are_read_as_go_reads_them() -> None:
@@ -134,7 +138,7 @@ def test_durations_are_read_as_go_reads_them() -> None:
 def test_a_duration_without_a_unit_is_named_with_its_field() -> None:
     spec = {"profiles": [{"schedulerName": "a"}], "leaderElection": {"leaseDuration": "15"}}
 
-    problems = [str(p) for p in validate_spec(spec, custom_image=False).errors]
+    problems = [str(p) for p in validate_spec(spec, V1_37).errors]
 
     assert problems == [
         "spec.leaderElection.leaseDuration: '15' is not a duration such as 15s or 1m30s"
@@ -151,7 +155,7 @@ def test_args_a_plugin_does_not_have_are_refused_with_the_ones_it_has() -> None:
         ]
     }
 
-    (problem,) = validate_spec(spec, custom_image=False).errors
+    (problem,) = validate_spec(spec, V1_37).errors
 
     assert problem.field == "spec.profiles[0].pluginConfig[0].args.hardWeight"
     assert "InterPodAffinityArgs has no field 'hardWeight'" in problem.message
@@ -191,9 +195,7 @@ MINIMAL = {"profiles": [{"schedulerName": "extra-scheduler"}]}
     ],
 )
 def test_a_command_flag_that_moves_the_lease_or_the_credentials_is_refused(flag: str) -> None:
-    verdict = validate_spec(
-        {**MINIMAL, "command": ["kube-scheduler", "--v=2", flag]}, custom_image=False
-    )
+    verdict = validate_spec({**MINIMAL, "command": ["kube-scheduler", "--v=2", flag]}, V1_37)
 
     (problem,) = verdict.errors
     assert problem.field == "spec.command[2]"
@@ -203,7 +205,7 @@ def test_a_command_flag_that_moves_the_lease_or_the_credentials_is_refused(flag:
 def test_a_command_with_harmless_flags_is_accepted() -> None:
     verdict = validate_spec(
         {**MINIMAL, "command": ["kube-scheduler", "--v=4", "--secure-port=10260"]},
-        custom_image=False,
+        V1_37,
     )
 
     assert verdict.valid
@@ -222,7 +224,7 @@ def test_a_command_with_harmless_flags_is_accepted() -> None:
     ],
 )
 def test_extra_cluster_roles_may_not_reach_past_scheduling(role: str, allowed: bool) -> None:
-    verdict = validate_spec({**MINIMAL, "extraClusterRoles": [role]}, custom_image=False)
+    verdict = validate_spec({**MINIMAL, "extraClusterRoles": [role]}, V1_37)
 
     assert verdict.valid is allowed
     assert [problem.field for problem in verdict.errors] == (
@@ -258,7 +260,7 @@ def test_extra_cluster_roles_may_not_reach_past_scheduling(role: str, allowed: b
     ],
 )
 def test_args_of_an_unexpected_shape_are_refused_not_raised(spec: dict[str, Any]) -> None:
-    verdict = validate_spec(spec, custom_image=False)
+    verdict = validate_spec(spec, V1_37)
 
     assert not verdict.valid
     assert verdict.summary()
@@ -288,7 +290,7 @@ def test_a_bool_is_not_an_integer_in_plugin_args() -> None:
         pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": True}}]
     )
 
-    (problem,) = validate_spec(spec, custom_image=False).errors
+    (problem,) = validate_spec(spec, V1_37).errors
 
     assert problem.field == "spec.profiles[0].pluginConfig[0].args.hardPodAffinityWeight"
     assert "a bool cannot be decoded here" in problem.message
@@ -299,13 +301,13 @@ def test_a_whole_float_is_an_integer_as_go_yaml_reads_it() -> None:
         pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 5.0}}]
     )
 
-    assert validate_spec(spec, custom_image=False).valid
+    assert validate_spec(spec, V1_37).valid
 
 
 def test_a_renew_deadline_within_the_leader_electors_jitter_is_refused() -> None:
     spec = {**_one_profile(), "leaderElection": {"renewDeadline": "10s", "retryPeriod": "9s"}}
 
-    (problem,) = validate_spec(spec, custom_image=False).errors
+    (problem,) = validate_spec(spec, V1_37).errors
 
     assert problem.field == "spec.leaderElection"
     assert "renewDeadline must be longer than 1.2 times retryPeriod" in problem.message
@@ -320,43 +322,11 @@ def test_an_empty_queue_sort_is_the_same_as_none_across_profiles() -> None:
         ]
     }
 
-    assert validate_spec(spec, custom_image=False).valid
-
-
-def test_a_custom_image_still_needs_a_binder() -> None:
-    spec = _one_profile(
-        plugins={
-            "filter": {"enabled": [{"name": "MyCustomPlugin"}]},
-            "bind": {"disabled": [{"name": "*"}]},
-        }
-    )
-
-    verdict = validate_spec(spec, custom_image=True)
-
-    assert [problem.field for problem in verdict.errors] == ["spec.profiles[0].plugins.bind"]
+    assert validate_spec(spec, V1_37).valid
 
 
 def test_args_for_a_removed_plugin_are_refused() -> None:
-    (problem,) = validate_spec(
-        _one_profile(pluginConfig=[{"name": "EBSLimits"}]), custom_image=False
-    ).errors
+    (problem,) = validate_spec(_one_profile(pluginConfig=[{"name": "EBSLimits"}]), V1_37).errors
 
     assert problem.field == "spec.profiles[0].pluginConfig[0].name"
     assert "EBSLimits was removed" in problem.message
-
-
-@pytest.mark.parametrize("version", ["v1.36.4", "v1.38.0", "v2.37.0"])
-def test_an_image_of_a_minor_kubeherd_does_not_validate_for_is_refused(version: str) -> None:
-    from kubeherd.scheduler.plugins import version_problems
-
-    (problem,) = version_problems(version)
-
-    assert problem.field == "spec.image"
-    assert "validates configurations only for 1.37" in problem.message
-
-
-@pytest.mark.parametrize("version", ["v1.37.0", "v1.37.2", None])
-def test_an_image_of_a_validated_minor_is_accepted(version: str | None) -> None:
-    from kubeherd.scheduler.plugins import version_problems
-
-    assert version_problems(version) == []

@@ -36,7 +36,8 @@ from kubeherd.daemonset.template_review import ALLOWED, Review, checked_pod, pod
 from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.names import CUSTOMDAEMONSETS, GROUP, SCHEDULERPROFILES, VERSION
-from kubeherd.scheduler.controller import claims_of, profile_verdict
+from kubeherd.scheduler.catalog import CatalogChoice, image_catalog
+from kubeherd.scheduler.controller import claims_of, profile_image, profile_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +297,11 @@ async def review_schedulerprofile(
     # is paused, and one stale name would let a conflict through.
     others = await kube.list_objects(SCHEDULER_PROFILE, "")
     claims = [claim for body in others for claim in claims_of(body)]
-    return profile_review(profile_verdict(new, claims))
+    # Judged for the minor its image runs; with the cluster's release unknown, only what needs
+    # no catalog (the controller judges the rest once it can read the release).
+    image, _ = await profile_image(kube, new.get("spec") or {})
+    choice = image_catalog(image) if image is not None else CatalogChoice(None)
+    return profile_review(profile_verdict(new, claims, choice))
 
 
 class Memo(Protocol):

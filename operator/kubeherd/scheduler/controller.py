@@ -38,6 +38,7 @@ from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import conditions_by_type, iso_time, status_changed
 from kubeherd.names import SCHEDULERPROFILES
 from kubeherd.runner import KeyedRunner, Marks
+from kubeherd.scheduler.catalog import CatalogChoice, image_catalog
 from kubeherd.scheduler.config import (
     Lock,
     configuration_hash,
@@ -64,15 +65,12 @@ from kubeherd.scheduler.objects import (
     Owner,
     config_map,
     config_maps_in_use,
-    is_custom_image,
-    official_release,
     owned_objects,
     scheduler_command,
     scheduler_image,
     scheduler_names,
     selector_labels,
 )
-from kubeherd.scheduler.plugins import version_problems
 from kubeherd.scheduler.status import (
     Applied,
     Running,
@@ -310,27 +308,25 @@ class SchedulerProfileController:
     async def _converge(self, state: ProfileState) -> None:
         body, generation, owner = state.body, state.generation, state.owner
         spec: Mapping[str, Any] = body.get("spec") or {}
-        verdict = profile_verdict(body, self.claims.claims())
+        # The checks are those of the minor of the image that runs: its catalog, or none (a
+        # custom image, a minor newer than every catalog), or a refusal (an older minor).
+        image = await self._image(state, spec)
+        choice = image_catalog(image) if image is not None else CatalogChoice(None)
+        verdict = profile_verdict(body, self.claims.claims(), choice)
+        if image is None and verdict.valid:
+            return  # which minor judges it is not known yet: retried (see _image)
         for warning in verdict.warnings:
             self._warn_once(state, "UnverifiedPlugin", str(warning))
-        image = None
-        if verdict.valid:
-            # The checks are those of the minor kubeherd validates for: an official image of
-            # another minor has other plugins and args.
-            image = await self._image(state, spec)
-            if image is not None:
-                verdict.errors += version_problems(official_release(image))
         if not verdict.valid:
             if state.judging.pods_may_exist:
                 await self._dismiss_judges(state)
             self._refuse(state, "InvalidSpec", verdict.summary())
             return
         if image is None:
-            state.validity = VALID
             return
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))
         config_hash = configuration_hash(text)
-        if judged_by_image(image):
+        if verdict.judge_by_image:
             judgement = await self._judgement(state, spec, image, text, config_hash)
             if judgement.outcome is Outcome.REFUSED:
                 self._refuse(
@@ -510,20 +506,11 @@ class SchedulerProfileController:
             state.judging.config_hash = ""
 
     async def _image(self, state: ProfileState, spec: Mapping[str, Any]) -> str | None:
-        """The image to run: the spec's, else the official one of the cluster's release. None
-        (with the failure in the status and a retry planned) when that release is unknown: a
-        guessed tag would be an image that does not exist, or a scheduler of another version."""
-        if spec.get("image"):
-            return scheduler_image(spec)
-        try:
-            git_version = await self.kube.server_version()
-        except (KubeError, OSError) as error:
-            problem = f"reading the API server's /version failed ({error})"
-        else:
-            release = release_version(git_version)
-            if release is not None:
-                return scheduler_image(spec, release)
-            problem = f"the API server's version {git_version!r} names no Kubernetes release"
+        """The image to run (see profile_image). None (with the failure in the status and a
+        retry planned) when the cluster's release is unknown."""
+        image, problem = await profile_image(self.kube, spec)
+        if image is not None:
+            return image
         state.applied = Applied(
             state.applied.config_hash,
             state.applied.scheduler_names,
@@ -807,11 +794,6 @@ def state_key(state: ProfileState) -> Key:
     return (owner.namespace, owner.name)
 
 
-def judged_by_image(image: str) -> bool:
-    """No catalog covers a custom image: its own kube-scheduler judges each configuration."""
-    return official_release(image) is None
-
-
 def _is_owned(existing: Mapping[str, Any], owner: Owner) -> bool:
     labels = (existing.get("metadata") or {}).get("labels") or {}
     return bool(labels.get(OWNER_UID_LABEL) == owner.uid)
@@ -822,17 +804,37 @@ def _running_names(body: Mapping[str, Any]) -> set[str]:
     return {name.strip() for name in names.split(",") if name.strip()}
 
 
-def profile_verdict(body: Mapping[str, Any], claims: Iterable[Claim]) -> Verdict:
-    """kubeherd's verdict on a SchedulerProfile: kube-scheduler's own checks, the scheduler
-    names and Lease other SchedulerProfiles (`claims`, which may include this one's) hold first,
-    and the Leases kubeherd never takes. The controller and the admission webhook both give it,
-    so that what `kubectl apply` refuses is exactly what would be reported Valid=False."""
+async def profile_image(kube: Kube, spec: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The image a SchedulerProfile runs: the spec's, else the official one of the cluster's
+    release; or None and why not (the API server's version unread, or naming no release: a
+    guessed tag would be an image that does not exist, or a scheduler of another version)."""
+    if spec.get("image"):
+        return scheduler_image(spec), ""
+    try:
+        git_version = await kube.server_version()
+    except (KubeError, OSError) as error:
+        return None, f"reading the API server's /version failed ({error})"
+    release = release_version(git_version)
+    if release is None:
+        return None, f"the API server's version {git_version!r} names no Kubernetes release"
+    return scheduler_image(spec, release), ""
+
+
+def profile_verdict(
+    body: Mapping[str, Any], claims: Iterable[Claim], choice: CatalogChoice
+) -> Verdict:
+    """kubeherd's verdict on a SchedulerProfile: kube-scheduler's own checks (those of the
+    catalog `choice` holds, if any), the scheduler names and Lease other SchedulerProfiles
+    (`claims`, which may include this one's) hold first, and the Leases kubeherd never takes.
+    The controller and the admission webhook both give it, so that what `kubectl apply` refuses
+    is exactly what would be reported Valid=False."""
     metadata = body["metadata"]
     spec: Mapping[str, Any] = body.get("spec") or {}
     lock = lease_lock(spec, str(metadata["name"]), str(metadata.get("namespace") or ""))
     taken = names_taken_before(claims, claims_of(body))
     holders = {name: holder_seen_from(owner, metadata) for name, owner in taken.items()}
-    verdict = validate_spec(spec, custom_image=is_custom_image(spec), taken_names=holders)
+    verdict = validate_spec(spec, choice.catalog, taken_names=holders, by_image=choice.by_image)
+    verdict.errors += choice.problems
     verdict.errors += lock_problems(lock)
     if metadata["name"] == "default":
         # Stored before the CRD refused it: its ServiceAccount would be the namespace's default.

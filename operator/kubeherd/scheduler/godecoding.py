@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ class GoInt:
 
 @dataclass(frozen=True)
 class GoScalar:
-    name: str  # "string", "bool" or "duration"
+    name: str  # "string", "bool", "float64" or "duration"
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,13 @@ class GoStruct:
 
 GoType = GoInt | GoScalar | GoList | GoMap | GoStruct
 
+# Which other decoder has a field (struct name, field name) that this one lacks, said as help:
+# "it is in 1.35, 1.36", or "".
+FieldHelp = Callable[[str, str], str]
+
 INT32, INT64 = GoInt(32), GoInt(64)
 STRING, BOOL, DURATION = GoScalar("string"), GoScalar("bool"), GoScalar("duration")
+FLOAT64 = GoScalar("float64")
 STRINGS = GoList(STRING)
 
 
@@ -78,6 +83,7 @@ _WANTED = {
     "int64": "a whole number without quotes",
     "string": "a string (quote it)",
     "bool": "true or false, without quotes",
+    "float64": "a number without quotes",
     "duration": "a duration string such as 10s",
 }
 
@@ -86,8 +92,13 @@ class GoDecoder:
     """Go's strict JSON decoding into a GoType: the decoded value (null as the zero value or
     None), with a Problem for every value Go would refuse."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, decoder: str = "kube-scheduler", elsewhere: FieldHelp | None = None
+    ) -> None:
         self.problems: list[Problem] = []
+        # Who decodes (`kube-scheduler 1.34`), and where else a field it lacks exists.
+        self.decoder = decoder
+        self.elsewhere = elsewhere
 
     def refuse(self, where: str, value: Any, wanted: str) -> None:
         self.problems.append(
@@ -141,6 +152,16 @@ class GoDecoder:
                 return value
             self.refuse(where, value, _WANTED["bool"])
             return None
+        if go_type.name == "float64":
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                try:
+                    number = float(value)
+                except OverflowError:  # a whole number past float64's range
+                    number = math.inf
+                if math.isfinite(number):
+                    return number
+            self.refuse(where, value, _WANTED["float64"])
+            return None
         if not isinstance(value, str):
             self.refuse(where, value, _WANTED[go_type.name])
             return None
@@ -165,10 +186,12 @@ class GoDecoder:
             field_type = go_type.fields.get(str(key))
             if field_type is None:
                 known = ", ".join(sorted(set(go_type.fields) - _TYPE_META_FIELDS))
+                other = self.elsewhere(go_type.name, str(key)) if self.elsewhere else ""
                 self.problems.append(
                     Problem(
                         f"{where}.{key}",
-                        f"{go_type.name} has no field {key!r} (field names are case-sensitive; it "
+                        f"{go_type.name} has no field {key!r} in {self.decoder}"
+                        f"{f' ({other})' if other else ''} (field names are case-sensitive; it "
                         f"has {known}): kube-scheduler refuses unknown fields, remove or rename it",
                     )
                 )
@@ -188,7 +211,7 @@ def _zero(go_type: GoType) -> Any:
     if isinstance(go_type, GoInt):
         return 0
     if isinstance(go_type, GoScalar):
-        return {"string": "", "bool": False}.get(go_type.name)
+        return {"string": "", "bool": False, "float64": 0.0}.get(go_type.name)
     if isinstance(go_type, GoStruct):
         return {}
     return None
@@ -265,3 +288,18 @@ def label_value_problems(value: str) -> list[str]:
             "and start and end with an alphanumeric character"
         )
     return problems
+
+
+def struct_named(go_type: GoType, name: str) -> Mapping[str, GoType] | None:
+    """The fields of the struct called `name` within `go_type`, if there is one."""
+    if isinstance(go_type, GoStruct):
+        if go_type.name == name:
+            return go_type.fields
+        for field_type in go_type.fields.values():
+            found = struct_named(field_type, name)
+            if found is not None:
+                return found
+        return None
+    if isinstance(go_type, (GoList, GoMap)):
+        return struct_named(go_type.item if isinstance(go_type, GoList) else go_type.value, name)
+    return None

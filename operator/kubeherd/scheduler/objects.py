@@ -26,7 +26,6 @@ from typing import Any
 from kubeherd.api.identifiers import is_dns_subdomain
 from kubeherd.meta import controller_reference
 from kubeherd.scheduler.config import CONFIG_KEY, Lock
-from kubeherd.scheduler.plugins import KUBE_SCHEDULER_VERSION
 
 KIND = "SchedulerProfile"
 OWNER_UID_LABEL = "kubeherd.io/schedulerprofile-uid"
@@ -72,8 +71,13 @@ STATIC_CONFIG_ROOT = "/etc/kubernetes/kubeherd"
 STATIC_POD_PREFIX = "kubeherd-"
 
 
-def scheduler_image(spec: Mapping[str, Any], version: str = KUBE_SCHEDULER_VERSION) -> str:
-    return str(spec.get("image") or f"{OFFICIAL_IMAGE}:{version}")
+def scheduler_image(spec: Mapping[str, Any], version: str = "") -> str:
+    """The spec's image, else the official one of `version` (the cluster's release)."""
+    if spec.get("image"):
+        return str(spec["image"])
+    if not version:
+        raise ValueError("no spec.image and no Kubernetes release: which kube-scheduler to run?")
+    return f"{OFFICIAL_IMAGE}:{version}"
 
 
 def is_custom_image(spec: Mapping[str, Any]) -> bool:
@@ -106,7 +110,7 @@ def _probe(path: str, port: int, **timing: int) -> dict[str, Any]:
 def static_pod(
     spec: Mapping[str, Any],
     name: str,
-    version: str = KUBE_SCHEDULER_VERSION,
+    version: str = "",
     *,
     port: int = STATIC_POD_PORT,
     kubeconfig: str = STATIC_POD_KUBECONFIG,

@@ -1,14 +1,19 @@
-"""Plugin args, read the way kube-scheduler v1.37 reads them. Pure.
+"""Plugin args, read the way kube-scheduler of one minor reads them. Pure.
 
 kube-scheduler decodes each `pluginConfig[].args` into its `kubescheduler.config.k8s.io/v1`
-`<Plugin>Args` type (k8s.io/kube-scheduler config/v1 `types_pluginargs.go`) with Go's JSON
-decoder in strict mode: a field it does not know, a field of another case, a string where it
+`<Plugin>Args` type (the catalog of the minor holds their fields) with Go's JSON decoder in
+strict mode: a field it does not know, a field of another case, a string where it
 wants a number, a bool where it wants an int, a number that is not a whole one or does not fit
 in int32/int64 all stop it at start. Only then does it default the args (`v1/defaults.go`) and
 check them (`validation/validation_pluginargs.go`; NodeResourcesFit's args are checked only
 when the plugin is built, so only where it runs). Both steps are made here, in that order: a
 decoding error is reported alone, as kube-scheduler stops there too. How Go decodes (whole
 floats, nulls, int widths) is in godecoding.py.
+
+The checks are code, the same for every minor but where a minor's catalog says otherwise: a
+field some minors check only behind a feature gate reads that gate from the catalog.
+NodeResourcesFit's requestedToCapacityRatio is the one check a minor made stricter with no gate
+or type to show it: STRICTER_SINCE names the first minor that makes it.
 """
 
 from __future__ import annotations
@@ -17,18 +22,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kubeherd.scheduler.catalog import Catalog, minor_key
 from kubeherd.scheduler.godecoding import (
-    BOOL,
-    DURATION,
-    INT32,
-    INT64,
-    STRING,
-    STRINGS,
+    FieldHelp,
     GoDecoder,
-    GoList,
-    GoMap,
-    GoStruct,
-    GoType,
     json_kind,
     label_key_problems,
     label_value_problems,
@@ -47,95 +44,20 @@ MAX_SHAPE_SCORE = 10  # config.MaxCustomPriorityScore
 DEFAULT_RESOURCES = ({"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1})
 
 
-_RESOURCE = GoStruct("ResourceSpec", {"name": STRING, "weight": INT64})
-_SHAPE = GoList(GoStruct("UtilizationShapePoint", {"utilization": INT32, "score": INT32}))
-_NODE_REQUIREMENT = GoStruct(
-    "NodeSelectorRequirement", {"key": STRING, "operator": STRING, "values": STRINGS}
-)
-_NODE_TERM = GoStruct(
-    "NodeSelectorTerm",
-    {"matchExpressions": GoList(_NODE_REQUIREMENT), "matchFields": GoList(_NODE_REQUIREMENT)},
-)
-_NODE_AFFINITY = GoStruct(
-    "NodeAffinity",
-    {
-        "requiredDuringSchedulingIgnoredDuringExecution": GoStruct(
-            "NodeSelector", {"nodeSelectorTerms": GoList(_NODE_TERM)}
-        ),
-        "preferredDuringSchedulingIgnoredDuringExecution": GoList(
-            GoStruct("PreferredSchedulingTerm", {"weight": INT32, "preference": _NODE_TERM})
-        ),
-    },
-)
-_LABEL_SELECTOR = GoStruct(
-    "LabelSelector",
-    {
-        "matchLabels": GoMap(STRING),
-        "matchExpressions": GoList(
-            GoStruct(
-                "LabelSelectorRequirement", {"key": STRING, "operator": STRING, "values": STRINGS}
-            )
-        ),
-    },
-)
-_SPREAD_CONSTRAINT = GoStruct(
-    "TopologySpreadConstraint",
-    {
-        "maxSkew": INT32,
-        "topologyKey": STRING,
-        "whenUnsatisfiable": STRING,
-        "labelSelector": _LABEL_SELECTOR,
-        "minDomains": INT32,
-        "nodeAffinityPolicy": STRING,
-        "nodeTaintsPolicy": STRING,
-        "matchLabelKeys": STRINGS,
-    },
-)
-_TYPE_META = {"apiVersion": STRING, "kind": STRING}
+# Checks kube-scheduler made stricter in some minor without a feature gate or a type change
+# that its catalog would show: the first minor that makes the stricter check.
+STRICTER_SINCE: Mapping[str, str] = {
+    # requestedToCapacityRatio only with type RequestedToCapacityRatio (before: any type, the
+    # shape checked whenever given).
+    "fit-ratio-only-with-its-type": "1.36",
+}
 
 
-def _args(plugin: str, **fields: GoType) -> tuple[str, GoStruct]:
-    return plugin, GoStruct(f"{plugin}Args", {**_TYPE_META, **fields})
+def stricter(catalog: Catalog, check: str) -> bool:
+    return minor_key(catalog.minor) >= minor_key(STRICTER_SINCE[check])
 
 
-# The in-tree plugins that have an args kind; kube-scheduler ignores args of any other plugin.
-ARGS_TYPES: Mapping[str, GoStruct] = dict(
-    [
-        _args(
-            "DefaultPreemption", minCandidateNodesPercentage=INT32, minCandidateNodesAbsolute=INT32
-        ),
-        _args("DynamicResources", filterTimeout=DURATION, bindingTimeout=DURATION),
-        _args(
-            "InterPodAffinity", hardPodAffinityWeight=INT32, ignorePreferredTermsOfExistingPods=BOOL
-        ),
-        _args("NodeAffinity", addedAffinity=_NODE_AFFINITY),
-        _args("NodeResourcesBalancedAllocation", resources=GoList(_RESOURCE)),
-        _args(
-            "NodeResourcesFit",
-            ignoredResources=STRINGS,
-            ignoredResourceGroups=STRINGS,
-            scoringStrategy=GoStruct(
-                "ScoringStrategy",
-                {
-                    "type": STRING,
-                    "resources": GoList(_RESOURCE),
-                    "requestedToCapacityRatio": GoStruct(
-                        "RequestedToCapacityRatioParam", {"shape": _SHAPE}
-                    ),
-                },
-            ),
-        ),
-        _args(
-            "PodTopologySpread",
-            defaultConstraints=GoList(_SPREAD_CONSTRAINT),
-            defaultingType=STRING,
-        ),
-        _args("VolumeBinding", bindTimeoutSeconds=INT64, shape=_SHAPE),
-    ]
-)
-
-
-Check = Callable[[str, Mapping[str, Any], list[Problem]], None]
+Check = Callable[[str, Mapping[str, Any], list[Problem], Catalog], None]
 
 
 def _range(
@@ -274,7 +196,7 @@ def _shape(problems: list[Problem], where: str, shape: Sequence[Mapping[str, Any
         )
 
 
-def _fit(where: str, args: Mapping[str, Any], problems: list[Problem]) -> None:
+def _fit(where: str, args: Mapping[str, Any], problems: list[Problem], catalog: Catalog) -> None:
     for index, resource in enumerate(args.get("ignoredResources") or []):
         for message in label_key_problems(resource):
             problems.append(
@@ -313,39 +235,88 @@ def _fit(where: str, args: Mapping[str, Any], problems: list[Problem]) -> None:
                 )
             )
     ratio = strategy.get("requestedToCapacityRatio")
-    if kind == "RequestedToCapacityRatio":
-        if ratio is None:
-            problems.append(
-                Problem(
-                    f"{at}.requestedToCapacityRatio",
-                    "RequestedToCapacityRatio needs requestedToCapacityRatio.shape: points of "
-                    "utilization (0-100) and score (0-10)",
-                )
-            )
-        else:
-            _shape(problems, f"{at}.requestedToCapacityRatio.shape", ratio.get("shape") or [])
-    elif ratio is not None:
+    _ratio(f"{at}.requestedToCapacityRatio", kind, ratio, problems, catalog)
+
+
+def _ratio(
+    at: str, kind: str, ratio: Mapping[str, Any] | None, problems: list[Problem], catalog: Catalog
+) -> None:
+    if kind == "RequestedToCapacityRatio" and ratio is None:
+        # Before the stricter check, kube-scheduler crashes building the plugin without it.
         problems.append(
             Problem(
-                f"{at}.requestedToCapacityRatio",
-                "is used only with type RequestedToCapacityRatio: remove it or change the type",
+                at,
+                "RequestedToCapacityRatio needs requestedToCapacityRatio.shape: points of "
+                "utilization (0-100) and score (0-10)",
             )
         )
+    elif kind != "RequestedToCapacityRatio" and ratio is not None:
+        if stricter(catalog, "fit-ratio-only-with-its-type"):
+            problems.append(
+                Problem(
+                    at,
+                    "is used only with type RequestedToCapacityRatio (since kube-scheduler "
+                    f"{STRICTER_SINCE['fit-ratio-only-with-its-type']}): remove it or change "
+                    "the type",
+                )
+            )
+        else:  # checked, then unused
+            _shape(problems, f"{at}.shape", ratio.get("shape") or [])
+    elif ratio is not None:
+        _shape(problems, f"{at}.shape", ratio.get("shape") or [])
 
 
-def _volume_binding(where: str, args: Mapping[str, Any], problems: list[Problem]) -> None:
+def _gate_off(catalog: Catalog, gate: str) -> str:
+    return f"the {gate} feature gate is off by default in {catalog.name}"
+
+
+def _volume_binding(
+    where: str, args: Mapping[str, Any], problems: list[Problem], catalog: Catalog
+) -> None:
     timeout = args.get("bindTimeoutSeconds", 600)
     _range(problems, f"{where}.bindTimeoutSeconds", timeout, 0, None, "a timeout in seconds")
-    shape = args.get("shape") or []
-    if shape:  # an empty shape is defaulted (StorageCapacityScoring is on in 1.37)
+    shape = args.get("shape")
+    if not catalog.gate("StorageCapacityScoring"):
+        if shape is not None:  # even an empty list: only a null is no shape
+            problems.append(
+                Problem(
+                    f"{where}.shape",
+                    "shape scores storage capacity, and "
+                    f"{_gate_off(catalog, 'StorageCapacityScoring')}: remove it",
+                )
+            )
+    elif shape:  # an empty shape is defaulted
         _shape(problems, f"{where}.shape", shape)
 
 
-def _dynamic_resources(where: str, args: Mapping[str, Any], problems: list[Problem]) -> None:
-    if args.get("filterTimeout", 0.0) < 0:
-        problems.append(Problem(f"{where}.filterTimeout", "must be 0s or more"))
-    if args.get("bindingTimeout", 1.0) < 1.0:
-        problems.append(Problem(f"{where}.bindingTimeout", "must be at least 1s"))
+def _dynamic_resources(
+    where: str, args: Mapping[str, Any], problems: list[Problem], catalog: Catalog
+) -> None:
+    filter_timeout = args.get("filterTimeout")
+    if filter_timeout is not None:
+        if not catalog.feature("EnableDRASchedulerFilterTimeout"):
+            problems.append(
+                Problem(
+                    f"{where}.filterTimeout",
+                    f"{_gate_off(catalog, 'DRASchedulerFilterTimeout')}: remove it",
+                )
+            )
+        elif filter_timeout < 0:
+            problems.append(Problem(f"{where}.filterTimeout", "must be 0s or more"))
+    binding_timeout = args.get("bindingTimeout")
+    if binding_timeout is not None:
+        gates = ("EnableDRADeviceBindingConditions", "EnableDRAResourceClaimDeviceStatus")
+        if not all(catalog.feature(gate) for gate in gates):
+            problems.append(
+                Problem(
+                    f"{where}.bindingTimeout",
+                    "is used only with the DRADeviceBindingConditions and "
+                    "DRAResourceClaimDeviceStatus feature gates, not both on by default in "
+                    f"{catalog.name}: remove it",
+                )
+            )
+        elif binding_timeout < 1.0:
+            problems.append(Problem(f"{where}.bindingTimeout", "must be at least 1s"))
 
 
 def _node_requirements(
@@ -418,24 +389,30 @@ def _node_affinity(where: str, args: Mapping[str, Any], problems: list[Problem])
             )
 
 
-_CHECKS: Mapping[str, Check] = {
+_CHECKS: Mapping[str, Callable[[str, Mapping[str, Any], list[Problem]], None]] = {
     "DefaultPreemption": _preemption,
-    "DynamicResources": _dynamic_resources,
     "InterPodAffinity": _inter_pod_affinity,
     "NodeAffinity": _node_affinity,
     "NodeResourcesBalancedAllocation": _balanced_allocation,
-    "NodeResourcesFit": _fit,
     "PodTopologySpread": _spread,
+}
+# The checks that read the minor's catalog (its feature gates, a stricter check).
+_CATALOG_CHECKS: Mapping[str, Check] = {
+    "DynamicResources": _dynamic_resources,
+    "NodeResourcesFit": _fit,
     "VolumeBinding": _volume_binding,
 }
 # Checked only when kube-scheduler builds the plugin (validatePluginConfig misses it).
 CHECKED_WHEN_BUILT = frozenset({"NodeResourcesFit"})
 
 
-def plugin_args_problems(where: str, plugin: str, args: Any, *, built: bool) -> list[Problem]:
+def plugin_args_problems(
+    where: str, plugin: str, args: Any, *, built: bool, catalog: Catalog, elsewhere: FieldHelp
+) -> list[Problem]:
     """kube-scheduler's verdict on `args` for `plugin` (`where` is the args' field path; `built`:
-    whether the plugin runs at some extension point of the profile)."""
-    args_type = ARGS_TYPES.get(plugin)
+    whether the plugin runs at some extension point of the profile; `elsewhere`: which other
+    minors have an args field this one lacks)."""
+    args_type = catalog.args_types.get(plugin)
     if args_type is None or args is None:
         return []  # no args kind: kube-scheduler does not read them; none: all defaults
     if not isinstance(args, Mapping):
@@ -446,13 +423,16 @@ def plugin_args_problems(where: str, plugin: str, args: Any, *, built: bool) -> 
                 f"({args_type.name})",
             )
         ]
-    decoder = GoDecoder()
+    decoder = GoDecoder(decoder=catalog.name, elsewhere=elsewhere)
     decoded = decoder.decode(where, args, args_type)
     problems = decoder.problems + _type_meta_problems(where, plugin, decoded or {})
     if problems:
         return problems
     if plugin not in CHECKED_WHEN_BUILT or built:
-        _CHECKS[plugin](where, decoded or {}, problems)
+        if plugin in _CHECKS:
+            _CHECKS[plugin](where, decoded or {}, problems)
+        elif plugin in _CATALOG_CHECKS:
+            _CATALOG_CHECKS[plugin](where, decoded or {}, problems, catalog)
     return problems
 
 

@@ -3,8 +3,9 @@
 The file is read as `kubectl apply` would send it: first as strictly as the API server reads
 it (a field the CRD does not have, a string or a bool where it has a number, are refused, not
 coerced or dropped), then the schema (ranges, defaults) through the pydantic model, then the
-CRD's CEL rules and kube-scheduler's own checks, with the messages the operator would give.
-What is rendered is what was written. Nothing is contacted.
+CRD's CEL rules and kube-scheduler's own checks, with the messages the operator would give:
+those of the minor of spec.image, else of --kubernetes-version, else the newest minor kubeherd
+knows. What is rendered is what was written. Nothing is contacted.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from kubeherd.api.identifiers import (
     is_dns_label,
     is_dns_subdomain,
 )
-from kubeherd.api.schedulerprofile import SchedulerProfile
+from kubeherd.api.schedulerprofile import SchedulerProfile, SchedulerProfileSpec
+from kubeherd.scheduler.catalog import CatalogChoice, image_catalog, shipped
 from kubeherd.scheduler.config import (
     Lock,
     configuration_hash,
@@ -36,7 +38,7 @@ from kubeherd.scheduler.objects import (
     STATIC_CONFIG_ROOT,
     STATIC_POD_KUBECONFIG,
     STATIC_POD_PORT,
-    is_custom_image,
+    scheduler_image,
     static_config_dir,
     static_pod,
     static_pod_name,
@@ -78,6 +80,24 @@ def load_profiles(path: Path) -> list[dict[str, Any]]:
         _check_metadata(document.get("metadata") or {})
         loaded.append(model.model_dump(by_alias=True, exclude_none=True, mode="json"))
     return loaded
+
+
+def schema_checked_spec(raw_spec: Any) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """A spec as the API server stores it (its schema's defaults filled in), or None and what
+    its schema refuses (unknown fields, JSON types, ranges, patterns; the CEL rules are in
+    validation.schema_problems)."""
+    schema = openapi_schema(SCHEDULER_PROFILE)["properties"]["spec"]
+    strict = structural_problems(raw_spec, schema, "spec")
+    if strict:
+        return None, [Problem(*problem.split(": ", 1)) for problem in strict]
+    try:
+        model = SchedulerProfileSpec.model_validate(raw_spec)
+    except pydantic.ValidationError as error:
+        return None, [
+            Problem(".".join(["spec", *(str(part) for part in e["loc"])]), e["msg"])
+            for e in error.errors()
+        ]
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json"), []
 
 
 def _check_metadata(metadata: dict[str, Any]) -> None:
@@ -165,7 +185,9 @@ def render(
         metadata = profile.get("metadata") or {}
         name = str(metadata["name"])
         spec = profile["spec"]
-        verdict = validate_spec(spec, custom_image=is_custom_image(spec))
+        choice = _catalog_choice(spec, kubernetes_version)
+        verdict = validate_spec(spec, choice.catalog, by_image=choice.by_image)
+        verdict.errors += choice.problems
         namespace = str(metadata.get("namespace") or "default")
         verdict.errors += lock_problems(lease_lock(spec, name, namespace))
         if elsewhere := foreign_lock_namespace(spec, namespace):
@@ -265,6 +287,19 @@ def _check_static_name(name: str) -> None:
             f"kubelet names its pod {static_pod_name('<name>')}-<node name>, which must fit "
             f"{DNS_SUBDOMAIN_LENGTH} characters with a node name of up to {DNS_LABEL_LENGTH}"
         )
+
+
+def _catalog_choice(spec: dict[str, Any], kubernetes_version: str) -> CatalogChoice:
+    """The minor whose checks apply: that of spec.image, else of --kubernetes-version (the
+    cluster's), else the newest kubeherd knows."""
+    if spec.get("image"):
+        return image_catalog(str(spec["image"]))
+    if not kubernetes_version:
+        return CatalogChoice(shipped().newest())
+    release = release_version(kubernetes_version)
+    if release is None:
+        raise RenderError(f"--kubernetes-version {kubernetes_version!r} names no release")
+    return image_catalog(scheduler_image(spec, release))
 
 
 def _static_pod_version(spec: dict[str, Any], kubernetes_version: str, kubeconfig: str) -> str:

@@ -24,18 +24,15 @@ from kubeherd.api.schedulerprofile import (
     REFUSED_COMMAND_FLAG_MESSAGE,
     cluster_role_allowed,
 )
+from kubeherd.scheduler.catalog import Catalog, shipped
 from kubeherd.scheduler.config import Lock
+from kubeherd.scheduler.godecoding import FieldHelp, struct_named
 from kubeherd.scheduler.pluginargs import go_duration_seconds as go_duration_seconds
 from kubeherd.scheduler.pluginargs import plugin_args_problems
-from kubeherd.scheduler.plugins import (
-    DEFAULT_PLUGINS,
-    IN_TREE_PLUGINS,
-    KUBE_SCHEDULER_VERSION,
-    REMOVED_PLUGINS,
-)
 from kubeherd.scheduler.problems import Problem as Problem
 
 ALL = "*"
+MULTI_POINT = "multiPoint"
 
 
 @dataclass
@@ -43,6 +40,11 @@ class Verdict:
     errors: list[Problem] = field(default_factory=list)
     # Accepted, but worth a Warning event (out-of-tree plugins in a custom image).
     warnings: list[Problem] = field(default_factory=list)
+    # No catalog applied (a custom image, a minor newer than every catalog): only the checks
+    # that need none were made, and the image itself must judge the configuration. `by_image`
+    # says why.
+    judge_by_image: bool = False
+    by_image: str = ""
 
     @property
     def valid(self) -> bool:
@@ -97,24 +99,27 @@ def _merge(defaults: Sequence[str], plugin_set: Mapping[str, Any] | None) -> lis
     return merged + [name for name in enabled if name not in merged]
 
 
-def effective_plugins(plugins: Mapping[str, Any] | None) -> dict[str, list[str]]:
+def effective_plugins(plugins: Mapping[str, Any] | None, catalog: Catalog) -> dict[str, list[str]]:
     """The plugins each extension point runs: the merged multiPoint set spread to the points
     each plugin implements (unless that point disables it or configures it itself), then the
-    point's own plugins. Plugins the catalog does not know stay where they were written."""
+    point's own merged plugins. Plugins the catalog does not know stay where they were written."""
     plugins = plugins or {}
-    defaults = [name for name, _weight in DEFAULT_PLUGINS["multiPoint"]]
-    multi_point = _merge(defaults, plugins.get("multiPoint"))
+
+    def merged(point: str) -> list[str]:
+        defaults = [name for name, _weight in catalog.default_plugins.get(point, ())]
+        return _merge(defaults, plugins.get(point))
+
+    multi_point = merged(MULTI_POINT)
     effective: dict[str, list[str]] = {}
-    for point in EXTENSION_POINTS:
-        if point == "multiPoint":
+    for point in catalog.extension_points:
+        if point == MULTI_POINT:
             continue
-        own = [str(p["name"]) for p in _enabled(plugins.get(point))]
+        own = merged(point)
         disabled = _disabled(plugins.get(point))
         spread = [
             name
             for name in multi_point
-            if name in IN_TREE_PLUGINS
-            and point in IN_TREE_PLUGINS[name].extension_points
+            if point in catalog.plugins.get(name, ())
             and name not in disabled
             and ALL not in disabled
             and name not in own
@@ -123,12 +128,67 @@ def effective_plugins(plugins: Mapping[str, Any] | None) -> dict[str, list[str]]
     return effective
 
 
+def _in_parentheses(text: str) -> str:
+    return f" ({text})" if text else ""
+
+
+def _minors_with_plugin(catalog: Catalog, name: str) -> str:
+    return _in_parentheses(catalog.elsewhere(lambda other: name in other.plugins))
+
+
+def _minors_with_point(catalog: Catalog, point: str) -> str:
+    return _in_parentheses(catalog.elsewhere(lambda other: point in other.extension_points))
+
+
+def _plugin_problem(where: str, name: str, point: str, catalog: Catalog) -> Problem | None:
+    """Why `name` cannot be enabled at `point` in this minor, if it cannot."""
+    if name in catalog.removed_plugins:
+        return Problem(
+            where,
+            f"{name} was removed from kube-scheduler (kubescheduler.config.k8s.io/v1 refuses it): "
+            "remove it (NodeVolumeLimits covers CSI volume limits)",
+        )
+    if name in catalog.unbuildable_plugins:
+        return Problem(
+            where,
+            f"{name} cannot run in {catalog.name} with its default feature gates "
+            f"({catalog.unbuildable_plugins[name]}): remove it",
+        )
+    points = catalog.plugins.get(name)
+    if points is None:
+        return Problem(
+            where,
+            f"{name} is not a plugin of {catalog.name}{_minors_with_plugin(catalog, name)}: "
+            "check the spelling, or set spec.image to a scheduler build that has it",
+        )
+    if point != MULTI_POINT and point not in points:
+        listed = ", ".join(sorted(points)) or "none"
+        return Problem(
+            where,
+            f"{name} does not implement {point} in {catalog.name} (it implements {listed}): "
+            "enable it at one of those, or under multiPoint",
+        )
+    return None
+
+
 def _plugin_names(
-    profile_field: str, plugins: Mapping[str, Any], custom_image: bool, verdict: Verdict
+    profile_field: str, plugins: Mapping[str, Any], catalog: Catalog, verdict: Verdict
 ) -> bool:
-    """Check every enabled plugin; return whether all of them are in the catalog."""
+    """Check every extension point and enabled plugin; return whether the catalog knows every
+    plugin enabled."""
     all_known = True
     for point in EXTENSION_POINTS:
+        if point not in catalog.extension_points:
+            # As render writes it: an empty plugin set is left out, anything else is written.
+            if plugins.get(point):
+                verdict.errors.append(
+                    Problem(
+                        f"{profile_field}.plugins.{point}",
+                        f"{point} is not an extension point of {catalog.name}"
+                        f"{_minors_with_point(catalog, point)}: remove it",
+                    )
+                )
+            continue
         seen: set[str] = set()
         for index, plugin in enumerate(_enabled(plugins.get(point))):
             name = str(plugin["name"])
@@ -138,44 +198,28 @@ def _plugin_names(
                     Problem(where, f"{name} is enabled twice at {point}: keep one entry")
                 )
             seen.add(name)
-            if name in REMOVED_PLUGINS:
-                verdict.errors.append(
-                    Problem(
-                        where,
-                        f"{name} was removed from kube-scheduler ({REMOVED_PLUGINS[name]}): "
-                        "remove it (NodeVolumeLimits covers CSI volume limits)",
-                    )
-                )
-                continue
-            info = IN_TREE_PLUGINS.get(name)
-            if info is None:
-                all_known = False
-                message = f"{name} is not a plugin of kube-scheduler {KUBE_SCHEDULER_VERSION}"
-                if custom_image:
-                    verdict.warnings.append(
-                        Problem(
-                            where, f"{message}; accepted as an out-of-tree plugin of spec.image"
-                        )
-                    )
-                else:
-                    verdict.errors.append(
-                        Problem(
-                            where,
-                            f"{message}: check the spelling, or set spec.image to a scheduler "
-                            "build that has it",
-                        )
-                    )
-                continue
-            if point != "multiPoint" and point not in info.extension_points:
-                points = ", ".join(sorted(info.extension_points)) or "none"
-                verdict.errors.append(
-                    Problem(
-                        where,
-                        f"{name} does not implement {point} (it implements {points}): enable "
-                        "it at one of those, or under multiPoint",
-                    )
-                )
+            problem = _plugin_problem(where, name, point, catalog)
+            if problem is not None:
+                verdict.errors.append(problem)
+                all_known = all_known and name in catalog.plugins
     return all_known
+
+
+def _unknown_everywhere(profile_field: str, plugins: Mapping[str, Any]) -> list[Problem]:
+    """With no catalog for the image: the plugin names no minor kubeherd knows has, accepted as
+    the image's own (out-of-tree) plugins, worth a warning."""
+    catalogs = shipped()
+    known = {name for minor in catalogs.minors for name in catalogs.get(minor).plugins}
+    return [
+        Problem(
+            f"{profile_field}.plugins.{point}.enabled[{index}]",
+            f"{plugin['name']} is not an in-tree plugin of any kube-scheduler kubeherd knows "
+            f"({', '.join(catalogs.minors)}); accepted as an out-of-tree plugin of spec.image",
+        )
+        for point in EXTENSION_POINTS
+        for index, plugin in enumerate(_enabled(plugins.get(point)))
+        if str(plugin["name"]) not in known
+    ]
 
 
 RENEW_AFTER_RETRY = (
@@ -263,11 +307,14 @@ def privilege_problems(spec: Mapping[str, Any]) -> list[Problem]:
 
 def validate_spec(
     spec: Mapping[str, Any],
+    catalog: Catalog | None,
     *,
-    custom_image: bool,
     taken_names: Mapping[str, str] | None = None,
+    by_image: str = "",
 ) -> Verdict:
-    """Check a SchedulerProfile's spec. `taken_names` maps the scheduler names of the other
+    """Check a SchedulerProfile's spec against the catalog of the minor its image runs; None:
+    no catalog applies (`by_image` says why), so only the checks that need none are made and the
+    image itself must judge the rest. `taken_names` maps the scheduler names of the other
     SchedulerProfiles to the resource using them, as the message names it.
 
     Never raises: plugin args pass the API server unchecked (preserve-unknown-fields), and a
@@ -275,9 +322,9 @@ def validate_spec(
     object) is a refusal, not an exception. An exception left the previous verdict in the
     status: an edit to such args kept reporting Valid=True while nothing was applied."""
     try:
-        return _check_spec(spec, custom_image=custom_image, taken_names=taken_names)
+        verdict = _check_spec(spec, catalog, taken_names=taken_names)
     except Exception as error:  # any shape the checks did not foresee is a refusal
-        return Verdict(
+        verdict = Verdict(
             errors=[
                 Problem(
                     "spec",
@@ -286,13 +333,13 @@ def validate_spec(
                 )
             ]
         )
+    verdict.judge_by_image = catalog is None
+    verdict.by_image = by_image if catalog is None else ""
+    return verdict
 
 
 def _check_spec(
-    spec: Mapping[str, Any],
-    *,
-    custom_image: bool,
-    taken_names: Mapping[str, str] | None,
+    spec: Mapping[str, Any], catalog: Catalog | None, *, taken_names: Mapping[str, str] | None
 ) -> Verdict:
     verdict = Verdict(errors=schema_problems(spec))
     taken_names = taken_names or {}
@@ -309,35 +356,23 @@ def _check_spec(
                 )
             )
         plugins = profile.get("plugins") or {}
-        all_known = _plugin_names(where, plugins, custom_image, verdict)
-        effective = effective_plugins(plugins)
-        if all_known or custom_image:
-            _queue_sort_and_bind(where, plugins, effective, verdict)
+        if catalog is None:
+            verdict.warnings += _unknown_everywhere(where, plugins)
+            continue
+        all_known = _plugin_names(where, plugins, catalog, verdict)
+        effective = effective_plugins(plugins, catalog)
+        if all_known:
+            _queue_sort_and_bind(where, effective, verdict)
         built = {name for names in effective.values() for name in names}
-        _plugin_config(where, profile.get("pluginConfig") or [], built, verdict)
+        _plugin_config(where, profile.get("pluginConfig") or [], built, catalog, verdict)
     _common_queue_sort(profiles, verdict)
     return verdict
 
 
-def _out_of_tree(plugins: Mapping[str, Any]) -> list[str]:
-    """The plugins under multiPoint that the catalog does not know: the points they implement
-    are known only to the image that has them."""
-    return [
-        str(p["name"])
-        for p in _enabled(plugins.get("multiPoint"))
-        if p["name"] not in IN_TREE_PLUGINS and p["name"] not in REMOVED_PLUGINS
-    ]
-
-
-def _queue_sort_and_bind(
-    where: str, plugins: Mapping[str, Any], effective: Mapping[str, list[str]], verdict: Verdict
-) -> None:
-    """Exactly one queueSort plugin and at least one bind plugin, as the framework counts them;
-    out-of-tree plugins enabled at those points count too, and one under multiPoint might
-    implement either (so only a count it cannot change is refused)."""
+def _queue_sort_and_bind(where: str, effective: Mapping[str, list[str]], verdict: Verdict) -> None:
+    """Exactly one queueSort plugin and at least one bind plugin, as the framework counts them."""
     sorters = effective["queueSort"]
-    maybe = _out_of_tree(plugins)
-    if len(sorters) > 1 or (not sorters and not maybe):
+    if len(sorters) != 1:
         verdict.errors.append(
             Problem(
                 f"{where}.plugins.queueSort",
@@ -346,7 +381,7 @@ def _queue_sort_and_bind(
                 "disable PrioritySort when you enable another",
             )
         )
-    if not effective["bind"] and not maybe:
+    if not effective["bind"]:
         verdict.errors.append(
             Problem(
                 f"{where}.plugins.bind",
@@ -357,7 +392,11 @@ def _queue_sort_and_bind(
 
 
 def _plugin_config(
-    where: str, entries: Sequence[Mapping[str, Any]], built: set[str], verdict: Verdict
+    where: str,
+    entries: Sequence[Mapping[str, Any]],
+    built: set[str],
+    catalog: Catalog,
+    verdict: Verdict,
 ) -> None:
     """kube-scheduler's checks of pluginConfig: one entry per plugin, none for a removed plugin,
     and args it can decode and accepts."""
@@ -370,18 +409,36 @@ def _plugin_config(
                 Problem(f"{at}.name", f"{name} has a second pluginConfig entry: merge them")
             )
         seen.add(name)
-        if name in REMOVED_PLUGINS:
+        if name in catalog.removed_plugins:
             verdict.errors.append(
                 Problem(
                     f"{at}.name",
-                    f"{name} was removed from kube-scheduler ({REMOVED_PLUGINS[name]}): remove "
-                    "its pluginConfig entry",
+                    f"{name} was removed from kube-scheduler (kubescheduler.config.k8s.io/v1 "
+                    "refuses it): remove its pluginConfig entry",
                 )
             )
             continue
         verdict.errors += plugin_args_problems(
-            f"{at}.args", name, entry.get("args"), built=name in built
+            f"{at}.args",
+            name,
+            entry.get("args"),
+            built=name in built,
+            catalog=catalog,
+            elsewhere=_minors_with_args_field(catalog, name),
         )
+
+
+def _minors_with_args_field(catalog: Catalog, plugin: str) -> FieldHelp:
+    """Which minors have a field of `plugin`'s args that one minor lacks."""
+
+    def help_for(struct: str, key: str) -> str:
+        def has_field(other: Catalog) -> bool:
+            args_type = other.args_types.get(plugin)
+            return args_type is not None and key in (struct_named(args_type, struct) or {})
+
+        return catalog.elsewhere(has_field)
+
+    return help_for
 
 
 def _plugin_set_value(plugin_set: Any) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
