@@ -194,10 +194,6 @@ DELIBERATE: Mapping[str, Callable[[Problem], bool]] = {
     "default-scheduler is the cluster's own scheduler's name (CEL rule)": lambda p: (
         "default-scheduler is the cluster's own scheduler" in p.message
     ),
-    "lease timings are checked even without leader election (CEL rules)": lambda p: (
-        p.field.startswith("spec.leaderElection")
-        and ("must be longer than renewDeadline" in p.message or "must be more than 0" in p.message)
-    ),
 }
 
 

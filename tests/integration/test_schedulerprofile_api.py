@@ -62,7 +62,13 @@ def test_a_minimal_profile_is_stored_with_the_defaults(kubectl: Kubectl, namespa
             {"leaderElection": {"leaseDuration": "10s", "renewDeadline": "15s"}},
             "leaseDuration must be longer than renewDeadline",
         ),
-        ({"leaderElection": {"retryPeriod": "0s"}}, "retryPeriod must be more than 0"),
+        ({"leaderElection": {"retryPeriod": "-1s"}}, "retryPeriod must not be negative"),
+        (
+            {"leaderElection": {"leaseDuration": "0s", "renewDeadline": "20s"}},
+            "a duration of 0s is kube-scheduler's default",
+        ),
+        ({"leaderElection": {"resourceLock": "endpoints"}}, "resourceLock must be leases"),
+        ({"podMaxBackoffSeconds": 2**63}, "podMaxBackoffSeconds"),
         (
             {"leaderElection": {"renewDeadline": "10s", "retryPeriod": "9s"}},
             "renewDeadline must be longer than 1.2 times retryPeriod",

@@ -267,8 +267,12 @@ def _file(tmp_path: Path, spec: dict[str, object]) -> Path:
     ("spec", "complaint"),
     [
         (
-            {"profiles": [{"schedulerName": "a"}], "leaderElection": {"resourceLock": "leases"}},
-            r"spec.leaderElection.resourceLock: unknown field",
+            {"profiles": [{"schedulerName": "a"}], "leaderElection": {"resourceLock": "endpoints"}},
+            "resourceLock must be leases",
+        ),
+        (
+            {"profiles": [{"schedulerName": "a"}], "leaderElection": {"lock": "leases"}},
+            r"spec.leaderElection.lock: unknown field",
         ),
         (
             {"profiles": [{"schedulerName": "a", "pluginconfig": []}]},
@@ -419,3 +423,56 @@ def test_a_static_pods_name_leaves_room_for_the_node_name(tmp_path: Path) -> Non
 def test_a_static_pod_is_never_built_for_a_name_that_could_leave_its_directory() -> None:
     with pytest.raises(ValueError, match="DNS-1123 subdomain"):
         static_pod({}, "../../pki")
+
+
+@pytest.mark.parametrize(
+    ("election", "rendered_lock"),
+    [({"resourceLock": "leases"}, "leases"), ({}, "leases"), ({"resourceLock": ""}, "")],
+)
+def test_the_lease_lock_kube_scheduler_takes_may_be_written_out(
+    tmp_path: Path, election: dict[str, object], rendered_lock: str
+) -> None:
+    spec: dict[str, object] = {"profiles": [{"schedulerName": "a"}], "leaderElection": election}
+
+    (configuration,), _warnings = rendered(_file(tmp_path, spec))
+
+    assert configuration["leaderElection"]["resourceLock"] == rendered_lock  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "election",
+    [
+        {"leaseDuration": "0s", "renewDeadline": "12s"},
+        {"renewDeadline": "0s"},
+        {"retryPeriod": "0"},
+        {"leaderElect": False, "leaseDuration": "5s", "renewDeadline": "10s"},
+        {"leaderElect": False, "retryPeriod": "-1s", "resourceLock": "endpoints"},
+    ],
+)
+def test_lease_timings_kube_scheduler_accepts_are_rendered_as_written(
+    tmp_path: Path, election: dict[str, object]
+) -> None:
+    spec: dict[str, object] = {"profiles": [{"schedulerName": "a"}], "leaderElection": election}
+
+    (configuration,), _warnings = rendered(_file(tmp_path, spec))
+
+    written = configuration["leaderElection"]
+    assert isinstance(written, dict)
+    assert {key: written[key] for key in election} == election
+
+
+@pytest.mark.parametrize(
+    ("election", "complaint"),
+    [
+        ({"leaseDuration": "0s", "renewDeadline": "20s"}, "leaseDuration must be longer"),
+        ({"renewDeadline": "0s", "retryPeriod": "9s"}, "1.2 times retryPeriod"),
+        ({"renewDeadline": "-1s"}, "renewDeadline must not be negative"),
+    ],
+)
+def test_lease_timings_are_checked_with_kube_schedulers_defaults_for_a_zero(
+    tmp_path: Path, election: dict[str, object], complaint: str
+) -> None:
+    spec: dict[str, object] = {"profiles": [{"schedulerName": "a"}], "leaderElection": election}
+
+    with pytest.raises(RenderError, match=complaint):
+        rendered(_file(tmp_path, spec))

@@ -10,6 +10,7 @@ import yaml
 
 from kubeherd.scheduler.catalog import shipped
 from kubeherd.scheduler.config import Lock
+from kubeherd.scheduler.render import schema_checked_spec
 from kubeherd.scheduler.validation import (
     effective_plugins,
     go_duration_seconds,
@@ -330,3 +331,56 @@ def test_args_for_a_removed_plugin_are_refused() -> None:
 
     assert problem.field == "spec.profiles[0].pluginConfig[0].name"
     assert "EBSLimits was removed" in problem.message
+
+
+def _queue_sort_args(*args: Any) -> dict[str, Any]:
+    """Profiles with the default queueSort, each giving PrioritySort these args (None: no
+    pluginConfig entry)."""
+    return {
+        "profiles": [
+            {"schedulerName": f"p{index}"}
+            | ({} if a is None else {"pluginConfig": [{"name": "PrioritySort", "args": a}]})
+            for index, a in enumerate(args)
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    "args", [({"a": 1}, None), (None, {}), ({"a": 1}, {"a": 2}), (None, None, {"a": True})]
+)
+def test_queue_sort_args_that_differ_between_profiles_are_refused(args: tuple[Any, ...]) -> None:
+    (problem,) = validate_spec(_queue_sort_args(*args), V1_37).errors
+
+    assert problem.field == f"spec.profiles[{len(args) - 1}].pluginConfig"
+    assert "the args of the queueSort plugin PrioritySort must be the same" in problem.message
+
+
+@pytest.mark.parametrize(
+    "args", [(None, None), ({"a": 1}, {"a": 1.0}), ({"a": 1, "b": [2]}, {"b": [2], "a": 1})]
+)
+def test_queue_sort_args_kube_scheduler_reads_alike_are_one_configuration(
+    args: tuple[Any, ...],
+) -> None:
+    assert validate_spec(_queue_sort_args(*args), V1_37).valid
+
+
+@pytest.mark.parametrize(
+    ("fields", "valid"),
+    [
+        ({"podMaxBackoffSeconds": 2**63 - 1}, True),
+        ({"podMaxBackoffSeconds": 2**63}, False),
+        ({"podInitialBackoffSeconds": 2**64, "podMaxBackoffSeconds": 2**64}, False),
+        ({"parallelism": 2**31 - 1}, True),
+        ({"parallelism": 2**31}, False),
+    ],
+)
+def test_whole_numbers_must_fit_the_width_kube_scheduler_decodes_them_into(
+    fields: dict[str, int], valid: bool
+) -> None:
+    spec, problems = schema_checked_spec({**_one_profile(), **fields})
+
+    assert (spec is not None) is valid
+    assert all(
+        "less than or equal to" in problem.message or "past the int64 range" in problem.message
+        for problem in problems
+    )

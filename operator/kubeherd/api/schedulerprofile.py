@@ -43,6 +43,11 @@ EXTENSION_POINTS = (
     "podGroupPostFilter",
 )
 MAX_PROFILES = 16
+# The widths kube-scheduler decodes its whole numbers into: a larger one stops it at start.
+INT32_MAX = 2**31 - 1
+# What kube-scheduler puts in place of a lease duration of 0 (and of no resourceLock).
+LEADER_ELECTION_DEFAULTS = {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
+LEASE_LOCK = "leases"
 MAX_PLUGINS = 64
 # Pods name their scheduler with a DNS subdomain, so a profile name must be one to be usable.
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -99,7 +104,7 @@ class EnabledPlugin(Model):
     weight: int | None = Field(
         default=None,
         ge=0,
-        le=1_000_000,
+        le=INT32_MAX,
         description="Score plugins only: the plugin's weight (0 or unset means 1, as in "
         "kube-scheduler).",
     )
@@ -215,6 +220,12 @@ class LeaderElection(Model):
     retry_period: str = Field(
         default="2s", pattern=GO_DURATION, description="How often candidates retry."
     )
+    resource_lock: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The lock's kind: leases, the only one kube-scheduler takes (and its "
+        "default); without leader election it is not read.",
+    )
     resource_name: str | None = Field(
         default=None,
         max_length=253,
@@ -236,27 +247,56 @@ _LEADER_DEFAULTS: JsonDict = {
     "renewDeadline": "10s",
     "retryPeriod": "2s",
 }
+
+
+def _defaulted(field: str) -> str:
+    """A lease duration as kube-scheduler uses it, in CEL: 0 is its default."""
+    default = LEADER_ELECTION_DEFAULTS[field]
+    return (
+        f"(duration(self.{field}) == duration('0s') ? duration('{default}') : "
+        f"duration(self.{field}))"
+    )
+
+
+# kube-scheduler reads the lease fields only with leaderElect, and then puts its default in place
+# of a 0: the rules check what it would use, and only then.
+LEASE_LONGER_THAN_RENEW = (
+    "leaseDuration must be longer than renewDeadline (a duration of 0s is kube-scheduler's "
+    "default: leaseDuration 15s, renewDeadline 10s, retryPeriod 2s)"
+)
+NOT_NEGATIVE = "must not be negative (0s is kube-scheduler's default)"
+RENEW_AFTER_RETRY = (
+    "renewDeadline must be longer than 1.2 times retryPeriod (the leader elector's jitter): "
+    "shorten retryPeriod or lengthen renewDeadline"
+)
+LEASE_LOCK_ONLY = "resourceLock must be leases (or left out): kube-scheduler takes no other lock"
 _DURATION_RULES: JsonDict = {
     "x-kubernetes-validations": [
         {
-            "rule": "duration(self.leaseDuration) > duration(self.renewDeadline)",
-            "message": "leaseDuration must be longer than renewDeadline",
+            "rule": f"!self.leaderElect || {_defaulted('leaseDuration')} > "
+            f"{_defaulted('renewDeadline')}",
+            "message": LEASE_LONGER_THAN_RENEW,
         },
         {
-            "rule": "duration(self.renewDeadline) > duration('0s')",
-            "message": "renewDeadline must be more than 0",
+            "rule": "!self.leaderElect || duration(self.renewDeadline) >= duration('0s')",
+            "message": f"renewDeadline {NOT_NEGATIVE}",
         },
         {
-            "rule": "duration(self.retryPeriod) > duration('0s')",
-            "message": "retryPeriod must be more than 0",
+            "rule": "!self.leaderElect || duration(self.retryPeriod) >= duration('0s')",
+            "message": f"retryPeriod {NOT_NEGATIVE}",
         },
         {
             # client-go's leader elector refuses renewDeadline <= 1.2 x retryPeriod (its jitter);
             # CEL cannot multiply a duration, so in milliseconds: renew * 5 > retry * 6.
-            "rule": "!self.leaderElect || duration(self.renewDeadline).getMilliseconds() * 5 > "
-            "duration(self.retryPeriod).getMilliseconds() * 6",
-            "message": "renewDeadline must be longer than 1.2 times retryPeriod (the leader "
-            "elector's jitter): shorten retryPeriod or lengthen renewDeadline",
+            "rule": f"!self.leaderElect || {_defaulted('renewDeadline')}.getMilliseconds() * 5 > "
+            f"{_defaulted('retryPeriod')}.getMilliseconds() * 6",
+            "message": RENEW_AFTER_RETRY,
+        },
+        {
+            # kube-scheduler defaults an empty lock kind to leases.
+            "rule": f"!self.leaderElect || !has(self.resourceLock) || "
+            f"self.resourceLock in ['', '{LEASE_LOCK}']",
+            "message": LEASE_LOCK_ONLY,
         },
     ]
 }
@@ -292,7 +332,7 @@ class SchedulerProfileSpec(Model):
         json_schema_extra=list_map("schedulerName"),
     )
     parallelism: int = Field(
-        default=16, ge=1, le=1024, description="Goroutines that filter and score nodes."
+        default=16, ge=1, le=INT32_MAX, description="Goroutines that filter and score nodes."
     )
     percentage_of_nodes_to_score: int = Field(
         default=0,
@@ -301,6 +341,8 @@ class SchedulerProfileSpec(Model):
         description="Share of nodes scored once enough fit; 0 means kube-scheduler's adaptive "
         "5-50%.",
     )
+    # No maximum: the API server holds an integer as an int64 and refuses a wider one (as
+    # kubeherd render does), and refuses int64's largest value as a maximum.
     pod_initial_backoff_seconds: int = Field(
         default=1, ge=1, description="First retry delay of an unschedulable pod."
     )

@@ -16,7 +16,11 @@ from typing import Any
 
 import yaml
 
-from kubeherd.api.schedulerprofile import EXTENSION_POINTS
+from kubeherd.api.schedulerprofile import (
+    EXTENSION_POINTS,
+    LEADER_ELECTION_DEFAULTS,
+    LEASE_LOCK,
+)
 
 CONFIG_API_VERSION = "kubescheduler.config.k8s.io/v1"
 CONFIG_KEY = "config.yaml"
@@ -26,7 +30,6 @@ _GLOBAL_FIELDS = (
     "podInitialBackoffSeconds",
     "podMaxBackoffSeconds",
 )
-_LEADER_DEFAULTS = {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,12 @@ def render_configuration(
     configuration["clientConnection"] = {"kubeconfig": kubeconfig}
     configuration["leaderElection"] = {
         "leaderElect": bool(election.get("leaderElect", True)),
-        **{key: str(election.get(key) or default) for key, default in _LEADER_DEFAULTS.items()},
-        "resourceLock": "leases",
+        **{
+            key: str(election.get(key) or default)
+            for key, default in LEADER_ELECTION_DEFAULTS.items()
+        },
+        # As written; kube-scheduler takes only leases (and an empty kind is its default).
+        "resourceLock": str(election.get("resourceLock", LEASE_LOCK)),
         "resourceName": lock.name,
         "resourceNamespace": lock.namespace,
     }

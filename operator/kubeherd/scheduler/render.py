@@ -135,8 +135,11 @@ def _type_problem(value: Any, schema: dict[str, Any], where: str) -> str | None:
     if wanted is None or schema.get("x-kubernetes-int-or-string"):
         return None
     if wanted in ("integer", "number"):
-        # The API server takes a whole float (5.0) for an integer, as its validator does.
+        # The API server takes a whole float (5.0) for an integer, as its validator does, and
+        # holds an integer as an int64: a wider one is a float to it, and not an integer.
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(value, int) and not -(2**63) <= value < 2**63 and wanted == "integer":
+            return f"{where or '.'}: {value!r} is past the int64 range of an integer"
         if is_number and (wanted == "number" or float(value).is_integer()):
             return None
     elif isinstance(value, _JSON_TYPES[wanted]):

@@ -12,6 +12,7 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,9 +20,15 @@ from typing import Any
 
 from kubeherd.api.schedulerprofile import (
     EXTENSION_POINTS,
+    LEADER_ELECTION_DEFAULTS,
+    LEASE_LOCK,
+    LEASE_LOCK_ONLY,
+    LEASE_LONGER_THAN_RENEW,
+    NOT_NEGATIVE,
     REFUSED_CLUSTER_ROLE_MESSAGE,
     REFUSED_COMMAND_FLAG,
     REFUSED_COMMAND_FLAG_MESSAGE,
+    RENEW_AFTER_RETRY,
     cluster_role_allowed,
 )
 from kubeherd.scheduler.catalog import Catalog, shipped
@@ -222,18 +229,43 @@ def _unknown_everywhere(profile_field: str, plugins: Mapping[str, Any]) -> list[
     ]
 
 
-RENEW_AFTER_RETRY = (
-    "renewDeadline must be longer than 1.2 times retryPeriod (the leader elector's jitter): "
-    "shorten retryPeriod or lengthen renewDeadline"
-)
-
-
 def renews_in_time(renew_seconds: float, retry_seconds: float) -> bool:
     """client-go's leader elector: renewDeadline > JitterFactor times retryPeriod, in nanoseconds
     (the product truncated, as Go converts it back to a Duration)."""
     renew, retry = round(renew_seconds * 1e9), round(retry_seconds * 1e9)
     # 1.2 times retry, exactly as the integer Go truncates it to (retry * 6 // 5 in integers).
     return renew > retry * 6 // 5
+
+
+def _lease_problems(election: Mapping[str, Any]) -> list[Problem]:
+    """The CRD's rules on leader election: Go durations, and, with leader election, the lease
+    timings kube-scheduler uses (its default in place of a 0) in order, and a lease lock."""
+    problems = []
+    durations: dict[str, float] = {}
+    for key, default in LEADER_ELECTION_DEFAULTS.items():
+        try:
+            written = go_duration_seconds(str(election.get(key, default)))
+        except ValueError as error:
+            problems.append(Problem(f"spec.leaderElection.{key}", str(error)))
+            continue
+        if written < 0:
+            durations[key] = written
+        else:
+            durations[key] = written or go_duration_seconds(default)
+    if not election.get("leaderElect", True):
+        return problems
+    for key in ("renewDeadline", "retryPeriod"):
+        if durations.get(key, 1.0) < 0:
+            problems.append(Problem(f"spec.leaderElection.{key}", f"{key} {NOT_NEGATIVE}"))
+    lease, renew = durations.get("leaseDuration"), durations.get("renewDeadline")
+    if lease is not None and renew is not None and lease <= renew:
+        problems.append(Problem("spec.leaderElection", LEASE_LONGER_THAN_RENEW))
+    retry = durations.get("retryPeriod")
+    if renew is not None and retry is not None and not renews_in_time(renew, retry):
+        problems.append(Problem("spec.leaderElection", RENEW_AFTER_RETRY))
+    if election.get("resourceLock") not in (None, "", LEASE_LOCK):
+        problems.append(Problem("spec.leaderElection", LEASE_LOCK_ONLY))
+    return problems
 
 
 def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
@@ -255,24 +287,7 @@ def schema_problems(spec: Mapping[str, Any]) -> list[Problem]:
                 Problem(f"spec.profiles[{index}].schedulerName", f"Duplicate value: {name!r}")
             )
     election = spec.get("leaderElection") or {}
-    durations: dict[str, float] = {}
-    for key, default in (("leaseDuration", "15s"), ("renewDeadline", "10s"), ("retryPeriod", "2s")):
-        try:
-            durations[key] = go_duration_seconds(str(election.get(key, default)))
-        except ValueError as error:
-            problems.append(Problem(f"spec.leaderElection.{key}", str(error)))
-    for key in ("renewDeadline", "retryPeriod"):
-        if durations.get(key, 1.0) <= 0:
-            problems.append(Problem(f"spec.leaderElection.{key}", f"{key} must be more than 0"))
-    lease, renew = durations.get("leaseDuration"), durations.get("renewDeadline")
-    if lease is not None and renew is not None and lease <= renew:
-        problems.append(
-            Problem("spec.leaderElection", "leaseDuration must be longer than renewDeadline")
-        )
-    retry = durations.get("retryPeriod")
-    electing = election.get("leaderElect", True)
-    if electing and renew is not None and retry is not None and not renews_in_time(renew, retry):
-        problems.append(Problem("spec.leaderElection", RENEW_AFTER_RETRY))
+    problems += _lease_problems(election)
     if int(spec.get("replicas", 1)) > 1 and not election.get("leaderElect", True):
         problems.append(
             Problem(
@@ -366,6 +381,8 @@ def _check_spec(
         built = {name for names in effective.values() for name in names}
         _plugin_config(where, profile.get("pluginConfig") or [], built, catalog, verdict)
     _common_queue_sort(profiles, verdict)
+    if catalog is not None and profiles:
+        _one_queue_sort_configuration(profiles, catalog, verdict)
     return verdict
 
 
@@ -489,6 +506,63 @@ def _common_queue_sort(profiles: Sequence[Mapping[str, Any]], verdict: Verdict) 
                         "in every profile: copy them",
                     )
                 )
+
+
+def _canonical_args(args: Any) -> str | None:
+    """Args as kube-scheduler compares args it keeps raw (a plugin without an args kind): the JSON
+    its YAML reader makes of them, keys sorted, a whole float written as an integer."""
+
+    def normal(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, Mapping):
+            return {str(key): normal(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [normal(item) for item in value]
+        return value
+
+    return None if args is None else json.dumps(normal(args), sort_keys=True)
+
+
+def _one_queue_sort_configuration(
+    profiles: Sequence[Mapping[str, Any]], catalog: Catalog, verdict: Verdict
+) -> None:
+    """kube-scheduler builds one queue for all profiles, so each profile's queueSort plugin, as it
+    runs after the merge with the defaults, must be the first profile's, with the same args:
+    args given in one profile only differ from none. It compares them when it builds the
+    profiles, beyond what its validation compares (only a queueSort plugin enabled by name)."""
+    first_sorter, first_args = _queue_sort_of(profiles[0], catalog)
+    if first_sorter is None:
+        return
+    for index, profile in enumerate(profiles[1:], start=1):
+        sorter, args = _queue_sort_of(profile, catalog)
+        where = f"spec.profiles[{index}]"
+        if sorter is None or sorter != first_sorter:
+            continue  # none or several: refused above; another: refused with the plugin sets
+        already = any(problem.field == f"{where}.pluginConfig" for problem in verdict.errors)
+        if sorter in catalog.args_types or already:
+            # An args kind: compared once defaulted (no in-tree queueSort plugin has one).
+            continue
+        if _canonical_args(args) != _canonical_args(first_args):
+            verdict.errors.append(
+                Problem(
+                    f"{where}.pluginConfig",
+                    f"the args of the queueSort plugin {sorter} must be the same in every profile "
+                    "(kube-scheduler sorts one queue for all of them), and here they differ from "
+                    "the first profile's: give the same args in every profile, or none in any",
+                )
+            )
+
+
+def _queue_sort_of(profile: Mapping[str, Any], catalog: Catalog) -> tuple[str | None, Any]:
+    """The queueSort plugin a profile runs (None unless exactly one), and the args its first
+    pluginConfig entry gives it."""
+    sorters = effective_plugins(profile.get("plugins") or {}, catalog)["queueSort"]
+    if len(sorters) != 1:
+        return None, None
+    entries: list[Mapping[str, Any]] = list(profile.get("pluginConfig") or [])
+    entry = next((e for e in entries if e.get("name") == sorters[0]), {})
+    return sorters[0], entry.get("args")
 
 
 @dataclass(frozen=True)
