@@ -1,5 +1,6 @@
-"""kubeherd's verdict against kube-scheduler's own: the built kube-scheduler v1.37.2 reads each
-rendered configuration, no cluster needed, and kubeherd must accept exactly what it accepts.
+"""kubeherd's verdict against kube-scheduler's own, for every Kubernetes minor kubeherd has a
+catalog of: the built kube-scheduler of that minor reads each rendered configuration, no cluster
+needed, and kubeherd, judging with that minor's catalog, must accept exactly what it accepts.
 
 How kube-scheduler is asked (it has no dry-run flag): phase 1 runs it with `--write-config-to`
 against a dead API server, which decodes the file strictly, defaults and validates it, builds
@@ -8,11 +9,14 @@ that elect a leader, runs it again with `delayCacheUntilActive: true` and withou
 `--write-config-to`, so that it reaches the leader elector (which has a check of its own):
 "Attempting to acquire leader lease" in its log means accepted, an exit means refused.
 
-Besides the hand-written cases, a seeded generator (verdict_cases.py) makes a few hundred specs,
-valid and subtly invalid. The comparison fails on any case kubeherd calls Valid and
-kube-scheduler refuses, any exception, any configuration rendered differently from what was
-written, and any refusal of a configuration kube-scheduler accepts that is not one of the
-DELIBERATE refusals below. It prints the counts.
+Besides the hand-written cases, a seeded generator (verdict_cases.py) makes about a thousand
+specs, valid and subtly invalid, the same for every minor. A spec first meets the SchedulerProfile
+schema, as `kubectl apply` and `kubeherd render` read it; a spec the schema refuses is still
+given to kube-scheduler, as written, since the schema's refusals count as kubeherd's. Per minor,
+the comparison fails on any case kubeherd calls Valid and kube-scheduler refuses, any exception,
+any configuration rendered differently from what was written or read differently by
+kube-scheduler, and any refusal of a configuration kube-scheduler accepts that is not one of the
+DELIBERATE refusals below. It prints the counts and the time per minor.
 """
 
 from __future__ import annotations
@@ -29,24 +33,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import pytest
 import yaml
 
-from kubeherd.api.schedulerprofile import SchedulerProfileSpec
-from kubeherd.scheduler.catalog import shipped
+from kubeherd.scheduler.catalog import Catalog, shipped
 from kubeherd.scheduler.config import configuration_yaml, render_configuration
 from kubeherd.scheduler.pluginargs import go_duration_seconds
+from kubeherd.scheduler.render import schema_checked_spec
 from kubeherd.scheduler.validation import Problem, validate_spec
-from localcluster.binaries import Binaries
+from localcluster.binaries import ensure_kube_scheduler
 from tests.helpers import REPO, Kubectl
 from tests.integration.verdict_cases import generated_cases
 
 DEAD_API_SERVER = "http://127.0.0.1:1"
-LEADER_ELECTOR_STARTED = "Attempting to acquire leader lease"
+# Its leader elector's first line: "attempting ..." up to 1.34, "Attempting ..." after.
+LEADER_ELECTOR_STARTED = "attempting to acquire leader lease"
 WORKERS = 2  # the machine's cores
-# The checks of the minor of the built kube-scheduler.
-CATALOG = shipped().get("1.37")
+MINORS = shipped().minors
+# What kube-scheduler puts in place of a duration of 0.
+LEADER_ELECTION_DEFAULTS = {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
+# Spec fields that are not kube-scheduler's: how kubeherd runs it.
+RUN_FIELDS = frozenset(
+    {
+        "replicas",
+        "image",
+        "command",
+        "resources",
+        "nodeSelector",
+        "tolerations",
+        "priorityClassName",
+        "imagePullSecrets",
+        "extraClusterRoles",
+    }
+)
+
+
+def kube_scheduler(minor: str) -> Path:
+    """kube-scheduler of `minor`, built from its Go module (only it) and cached; `make test`
+    builds it before the tests start."""
+    return ensure_kube_scheduler(minor)
 
 
 def example(name: str) -> dict[str, Any]:
@@ -188,11 +213,74 @@ INVALID = {
 }
 
 
-# Refusals kubeherd makes on purpose although kube-scheduler would start: each a rule of the CRD
-# (the API server refuses the resource before kubeherd sees it, so these never reach a cluster).
+# The cases above hold for every minor. These differ between minors: each with its verdict per
+# minor, as that minor's kube-scheduler gives it (a minor not named: refused).
+RATIO = {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}
+BY_MINOR: dict[str, tuple[dict[str, Any], set[str]]] = {
+    "GangScheduling (a plugin since 1.35)": (
+        plugins(permit={"enabled": [{"name": "GangScheduling"}]}),
+        {"1.35", "1.36", "1.37"},
+    ),
+    "DeferredPodScheduling (a plugin since 1.37)": (
+        plugins(multiPoint={"enabled": [{"name": "DeferredPodScheduling"}]}),
+        {"1.37"},
+    ),
+    "DynamicResources scoring (since 1.35)": (
+        plugins(score={"enabled": [{"name": "DynamicResources", "weight": 3}]}),
+        {"1.35", "1.36", "1.37"},
+    ),
+    "TaintToleration at preFilter (since 1.37)": (
+        plugins(preFilter={"enabled": [{"name": "TaintToleration"}]}),
+        {"1.37"},
+    ),
+    "placementGenerate (an extension point since 1.36)": (
+        plugins(placementGenerate={"disabled": [{"name": "*"}]}),
+        {"1.36", "1.37"},
+    ),
+    "NodeResourcesFit at placementScore (since 1.36)": (
+        plugins(placementScore={"enabled": [{"name": "NodeResourcesFit"}]}),
+        {"1.36", "1.37"},
+    ),
+    "podGroupPostFilter (an extension point since 1.37)": (
+        plugins(podGroupPostFilter={"disabled": [{"name": "DefaultPreemption"}]}),
+        {"1.37"},
+    ),
+    "DRA bindingTimeout (a field since 1.35, its gates on since 1.36)": (
+        plugin_args("DynamicResources", bindingTimeout="5m"),
+        {"1.36", "1.37"},
+    ),
+    "VolumeBinding shape (StorageCapacityScoring on since 1.37)": (
+        plugin_args("VolumeBinding", shape=RATIO["shape"]),
+        {"1.37"},
+    ),
+    "requestedToCapacityRatio with MostAllocated (refused since 1.36)": (
+        fit_args(scoringStrategy={"type": "MostAllocated", "requestedToCapacityRatio": RATIO}),
+        {"1.34", "1.35"},
+    ),
+}
+
+
+# Refusals kubeherd makes on purpose although kube-scheduler would start, each a rule of the CRD
+# (the API server refuses the resource before kubeherd sees it, so these never reach a cluster),
+# with the reason a user is given in docs/schedulerprofile.md.
 DELIBERATE: Mapping[str, Callable[[Problem], bool]] = {
-    "default-scheduler is the cluster's own scheduler's name (CEL rule)": lambda p: (
-        "default-scheduler is the cluster's own scheduler" in p.message
+    # kube-scheduler names a profile without a name, or the one it adds to an empty list, so.
+    "default-scheduler is the cluster's own scheduler's name (CEL rule, at least one profile)": (
+        lambda p: (
+            "default-scheduler is the cluster's own scheduler" in p.message
+            or (p.field == "spec.profiles" and "at least 1 item" in p.message)
+            or (p.field.endswith(".schedulerName") and "required" in p.message.lower())
+        )
+    ),
+    "a schedulerName pods can name: a DNS subdomain (CRD pattern)": lambda p: (
+        p.field.endswith(".schedulerName") and "pattern" in p.message
+    ),
+    "KubeSchedulerConfiguration fields a SchedulerProfile does not offer (CRD fields)": lambda p: (
+        p.field in ("spec.enableProfiling", "spec.delayCacheUntilActive")
+        and "unknown field" in p.message
+    ),
+    "pluginConfig args that are not an object, even where ignored (CRD type)": lambda p: (
+        p.field.endswith(".args") and "is not of type object" in p.message
     ),
 }
 
@@ -231,7 +319,7 @@ def run_kube_scheduler(binary: Path, configuration: Mapping[str, Any]) -> tuple[
         if first.returncode != 0:
             return False, first.stderr[-1500:]
         written = completed.read_text()
-        if not configuration["leaderElection"]["leaderElect"]:
+        if not yaml.safe_load(written)["leaderElection"]["leaderElect"]:
             return True, written
         config.write_text(configuration_yaml({**configuration, "delayCacheUntilActive": True}))
         accepted, log = _until_leader_elector(binary, config)
@@ -252,7 +340,7 @@ def _until_leader_elector(binary: Path, config: Path) -> tuple[bool, str]:
             while time.monotonic() < deadline:
                 log.seek(0)
                 text = log.read()
-                if LEADER_ELECTOR_STARTED in text:
+                if LEADER_ELECTOR_STARTED in text.lower():
                     return True, text
                 if process.poll() is not None:
                     log.seek(0)
@@ -267,6 +355,22 @@ def _until_leader_elector(binary: Path, config: Path) -> tuple[bool, str]:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+
+
+def raw_configuration(raw_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What kube-scheduler would read of a spec the SchedulerProfile schema refuses: its
+    configuration fields as written, beside the connection and lock kubeherd sets."""
+    configuration = render_configuration({"profiles": []}, "checked", "default")
+    del configuration["profiles"]
+    election = raw_spec.get("leaderElection")
+    configuration |= {
+        key: value
+        for key, value in raw_spec.items()
+        if key not in RUN_FIELDS and key != "leaderElection"
+    }
+    if isinstance(election, Mapping):
+        configuration["leaderElection"] = {**configuration["leaderElection"], **election}
+    return configuration
 
 
 def _without_empty(value: Any) -> Any:
@@ -313,7 +417,9 @@ def _missing(written: Any, completed: Any, where: str) -> list[str]:
     return [] if _same_scalar(written, completed) else [f"{where}: {written!r} -> {completed!r}"]
 
 
-def rewrites(spec: Mapping[str, Any], rendered: Mapping[str, Any], completed: str) -> list[str]:
+def rewrites(
+    spec: Mapping[str, Any], rendered: Mapping[str, Any], completed: str, catalog: Catalog
+) -> list[str]:
     """How the rendered configuration, and kube-scheduler's reading of it, differ from `spec`."""
     found = []
     read_back = yaml.safe_load(configuration_yaml(rendered))
@@ -331,7 +437,7 @@ def rewrites(spec: Mapping[str, Any], rendered: Mapping[str, Any], completed: st
         for entry in written.get("pluginConfig") or []:
             # kube-scheduler keeps args only for the plugins it runs.
             kept = entry["name"] in configured
-            typed = entry["name"] in CATALOG.args_types
+            typed = entry["name"] in catalog.args_types
             if kept and typed and isinstance(entry.get("args"), dict):
                 found += _missing(
                     entry["args"],
@@ -339,50 +445,51 @@ def rewrites(spec: Mapping[str, Any], rendered: Mapping[str, Any], completed: st
                     f"profiles[{index}].{entry['name']}",
                 )
     election = result["leaderElection"]
-    for key in ("leaseDuration", "renewDeadline", "retryPeriod"):
-        if not _same_scalar(spec["leaderElection"][key], election[key]):
-            found.append(f"leaderElection.{key} read as {election[key]!r}")
+    for key, default in LEADER_ELECTION_DEFAULTS.items():
+        written_duration = spec["leaderElection"][key]
+        # A duration of 0 is kube-scheduler's default, as its defaulting fills it in.
+        expected = default if go_duration_seconds(written_duration) == 0 else written_duration
+        if not _same_scalar(expected, election[key]):
+            found.append(f"leaderElection.{key} {written_duration!r} read as {election[key]!r}")
     return found
 
 
-def judge(binary: Path, name: str, raw_spec: Mapping[str, Any]) -> Outcome:
+def judge(binary: Path, catalog: Catalog, name: str, raw_spec: Mapping[str, Any]) -> Outcome:
     outcome = Outcome(name)
     try:
-        try:
-            model = SchedulerProfileSpec.model_validate(raw_spec, strict=False)
-        except pydantic.ValidationError as error:
+        spec, problems = schema_checked_spec(raw_spec)
+        if spec is None:
             outcome.schema_refused = True
-            outcome.kubeherd_says = str(error)
-            return outcome
-        spec = model.model_dump(by_alias=True, exclude_none=True, mode="json")
-        verdict = validate_spec(spec, CATALOG)
-        outcome.kubeherd_valid = verdict.valid
-        outcome.kubeherd_says = verdict.summary()
+            configuration = raw_configuration(raw_spec)
+        else:
+            verdict = validate_spec(spec, catalog)
+            problems = verdict.errors
+            outcome.kubeherd_valid = verdict.valid
+            configuration = render_configuration(spec, "checked", "default")
+        outcome.kubeherd_says = "; ".join(str(problem) for problem in problems)
         reasons = {
             reason
-            for problem in verdict.errors
+            for problem in problems
             for reason, matches in DELIBERATE.items()
             if matches(problem)
         }
-        if verdict.errors and all(
-            any(matches(p) for matches in DELIBERATE.values()) for p in verdict.errors
-        ):
+        if problems and all(any(m(p) for m in DELIBERATE.values()) for p in problems):
             outcome.deliberate = ", ".join(sorted(reasons))
-        rendered = render_configuration(spec, "checked", "default")
-        outcome.accepted, outcome.log = run_kube_scheduler(binary, rendered)
-        # kube-scheduler's reading matters for what kubeherd would roll out (a zero it refuses,
-        # such as leaseDuration 0, kube-scheduler would default).
-        completed = outcome.log if outcome.accepted and verdict.valid else ""
-        outcome.rewrites = rewrites(spec, rendered, completed)
+        outcome.accepted, outcome.log = run_kube_scheduler(binary, configuration)
+        if spec is not None:
+            # kube-scheduler's reading matters for what kubeherd would roll out (a zero it
+            # refuses, such as leaseDuration 0, kube-scheduler would default).
+            completed = outcome.log if outcome.accepted and outcome.kubeherd_valid else ""
+            outcome.rewrites = rewrites(spec, configuration, completed, catalog)
     except Exception as error:  # reported as a failure of the comparison
         outcome.error = f"{type(error).__name__}: {error}"
     return outcome
 
 
-def compare(binaries: Binaries, cases: list[tuple[str, dict[str, Any]]]) -> list[Outcome]:
-    binary = binaries.path("kube-scheduler")
+def compare(minor: str, cases: list[tuple[str, dict[str, Any]]]) -> list[Outcome]:
+    binary, catalog = kube_scheduler(minor), shipped().get(minor)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        return list(pool.map(lambda case: judge(binary, *case), cases))
+        return list(pool.map(lambda case: judge(binary, catalog, *case), cases))
 
 
 def disagreements(outcomes: list[Outcome]) -> tuple[Counter[str], list[str]]:
@@ -392,18 +499,18 @@ def disagreements(outcomes: list[Outcome]) -> tuple[Counter[str], list[str]]:
         if o.error:
             counts["exception"] += 1
             failures.append(f"{o.name}: kubeherd raised {o.error}")
-        elif o.schema_refused:
-            counts["refused by the CRD schema (never reaches kubeherd)"] += 1
         elif o.kubeherd_valid and not o.accepted:
             counts["Valid, but kube-scheduler refuses"] += 1
             failures.append(f"{o.name}: kubeherd says Valid, kube-scheduler refuses: {o.log}")
         elif not o.kubeherd_valid and o.accepted and o.deliberate:
             counts["deliberate refusal"] += 1
         elif not o.kubeherd_valid and o.accepted:
-            counts["refused, but kube-scheduler accepts"] += 1
+            counts["refused, but kube-scheduler accepts (undocumented)"] += 1
             failures.append(
                 f"{o.name}: kubeherd refuses what kube-scheduler accepts: {o.kubeherd_says}"
             )
+        elif o.schema_refused:
+            counts["refused by the schema and by kube-scheduler"] += 1
         else:
             counts["agree: valid" if o.accepted else "agree: invalid"] += 1
         if o.rewrites:
@@ -412,35 +519,58 @@ def disagreements(outcomes: list[Outcome]) -> tuple[Counter[str], list[str]]:
     return counts, failures
 
 
-def test_kubeherd_and_kube_scheduler_agree_on_generated_specs(binaries: Binaries) -> None:
+@pytest.mark.parametrize("minor", MINORS)
+def test_kubeherd_and_kube_scheduler_agree_on_generated_specs(minor: str) -> None:
     cases = generated_cases()
     started = time.monotonic()
-    outcomes = compare(binaries, cases)
+    outcomes = compare(minor, cases)
     counts, failures = disagreements(outcomes)
 
-    elected = sum(1 for case in cases if case[1].get("leaderElection", {}).get("leaderElect", True))
-    print(
-        f"\nkube-scheduler v1.37.2 vs kubeherd, {len(cases)} generated specs "
-        f"({elected} electing a leader) in {time.monotonic() - started:.0f} s:"
+    electing = sum(
+        1
+        for case in cases
+        if (case[1].get("leaderElection") or {}).get("leaderElect", True) is not False
     )
-    for what, count in sorted(counts.items()):
-        print(f"  {what}: {count}")
+    release = shipped().get(minor).kubernetes
+    print(
+        f"\nkube-scheduler {minor} ({release}) vs kubeherd, {len(cases)} generated specs "
+        f"({electing} electing a leader) in {time.monotonic() - started:.0f} s:"
+    )
+    for what in (
+        "agree: valid",
+        "agree: invalid",
+        "refused by the schema and by kube-scheduler",
+        "deliberate refusal",
+        "Valid, but kube-scheduler refuses",
+        "exception",
+        "silent rewrite",
+        "refused, but kube-scheduler accepts (undocumented)",
+    ):
+        print(f"  {what}: {counts[what]}")
     assert not failures, "\n".join(failures[:40])
 
 
-@pytest.mark.parametrize(
-    ("name", "spec", "valid"),
-    [pytest.param(name, spec, True, id=name) for name, spec in VALID.items()]
-    + [pytest.param(name, spec, False, id=name) for name, spec in INVALID.items()],
-)
+def _hand_written() -> list[Any]:
+    params = []
+    for minor in MINORS:
+        for name, spec in VALID.items():
+            params.append(pytest.param(minor, spec, True, id=f"{minor}-valid-{name}"))
+        for name, spec in INVALID.items():
+            params.append(pytest.param(minor, spec, False, id=f"{minor}-invalid-{name}"))
+        for name, (spec, valid_in) in BY_MINOR.items():
+            params.append(pytest.param(minor, spec, minor in valid_in, id=f"{minor}-{name}"))
+    return params
+
+
+@pytest.mark.parametrize(("minor", "spec", "valid"), _hand_written())
 def test_kubeherd_accepts_exactly_what_kube_scheduler_accepts(
-    binaries: Binaries, name: str, spec: dict[str, Any], valid: bool
+    minor: str, spec: dict[str, Any], valid: bool
 ) -> None:
-    outcome = judge(binaries.path("kube-scheduler"), name, spec)
+    outcome = judge(kube_scheduler(minor), shipped().get(minor), "case", spec)
 
     assert not outcome.error
     assert outcome.accepted == valid, (
-        f"kube-scheduler {'refused' if valid else 'accepted'} it: {outcome.log}"
+        f"kube-scheduler {minor} {'refused' if valid else 'accepted'} it: {outcome.log}"
     )
     assert outcome.kubeherd_valid == valid, f"kubeherd said: {outcome.kubeherd_says or 'valid'}"
     assert not outcome.rewrites

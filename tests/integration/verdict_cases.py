@@ -1,8 +1,11 @@
 """Generated SchedulerProfile specs for the comparison with kube-scheduler's own verdict.
 
 Deterministic (one seeded Random): valid and subtly invalid specs for every check kubeherd makes
-before a rollout. Each case is only a spec; which of them kube-scheduler accepts is what the test
-asks the real binary, never what this module assumes.
+before a rollout, and for what its schema and CEL rules refuse. Each case is only a spec; which
+of them kube-scheduler accepts is what the test asks the real binary of each minor, never what
+this module assumes. The same specs go to every minor, and they name every plugin, extension
+point and args field of any minor's catalog, so that what one minor has and another lacks is
+exercised.
 """
 
 from __future__ import annotations
@@ -12,12 +15,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubeherd.api.schedulerprofile import EXTENSION_POINTS
-from kubeherd.scheduler.catalog import shipped
-
-CATALOG = shipped().get("1.37")
+from kubeherd.scheduler.catalog import Catalog, shipped
 
 SEED = 16
 Case = tuple[str, dict[str, Any]]
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+
+
+def _catalogs() -> list[Catalog]:
+    return [shipped().get(minor) for minor in shipped().minors]
+
+
+def _every_plugin() -> list[str]:
+    """Every plugin any minor has, builds or not, in a stable order."""
+    names = {n for c in _catalogs() for n in (*c.plugins, *c.unbuildable_plugins)}
+    return sorted(names)
+
+
+def _removed_plugins() -> list[str]:
+    return sorted({name for catalog in _catalogs() for name in catalog.removed_plugins})
 
 
 def profile(name: str = "checked", **fields: Any) -> dict[str, Any]:
@@ -95,6 +111,7 @@ def _args_cases(rng: random.Random) -> Iterator[Case]:
         )
     for shape in _shapes(rng):
         yield f"volume shape {shape!r}", with_args("VolumeBinding", {"shape": shape})
+    yield "volume shape null", with_args("VolumeBinding", {"shape": None})
     for name in ("filterTimeout", "bindingTimeout"):
         for duration in DURATIONS:
             yield f"DRA {name} {duration!r}", with_args("DynamicResources", {name: duration})
@@ -352,7 +369,7 @@ def _type_meta_cases() -> Iterator[Case]:
     yield "args of a plugin without args kind", with_args("TaintToleration", {"anything": 1})
     yield "args a string for a plugin without args kind", with_args("ImageLocality", "x")
     yield "args for an unknown plugin", with_args("NoSuchPlugin", {"a": 1})
-    for removed in sorted(CATALOG.removed_plugins):
+    for removed in _removed_plugins():
         yield f"args for removed {removed}", with_args(removed, {})
     yield (
         "two pluginConfig entries for one plugin",
@@ -362,7 +379,14 @@ def _type_meta_cases() -> Iterator[Case]:
 
 def _plugin_cases() -> Iterator[Case]:
     points = [point for point in EXTENSION_POINTS if point != "multiPoint"]
-    for name in CATALOG.plugins:
+    plugin_sets: tuple[dict[str, Any], ...] = ({}, {"enabled": []}, {"disabled": [{"name": "*"}]})
+    for point in EXTENSION_POINTS:  # some minors lack some points
+        for plugin_set in plugin_sets:
+            yield (
+                f"point {point} {plugin_set!r}",
+                spec(profile(plugins={point: plugin_set})),
+            )
+    for name in _every_plugin():
         for point in points:
             yield (
                 f"{name} at {point}",
@@ -376,7 +400,7 @@ def _plugin_cases() -> Iterator[Case]:
             f"{name} disabled everywhere",
             spec(profile(plugins={"multiPoint": {"disabled": [{"name": name}]}})),
         )
-    for removed in sorted(CATALOG.removed_plugins):
+    for removed in _removed_plugins():
         yield (
             f"removed {removed} at filter",
             spec(profile(plugins={"filter": {"enabled": [{"name": removed}]}})),
@@ -392,7 +416,7 @@ def _plugin_cases() -> Iterator[Case]:
             )
         ),
     )
-    for weight in (0, 1, 100, 1_000_000):
+    for weight in (0, 1, 100, 1_000_000, 1_000_001, INT32_MAX, 2**31, -1):
         yield (
             f"score weight {weight}",
             spec(
@@ -465,6 +489,43 @@ def _queue_sort_cases() -> Iterator[Case]:
             for name, args in (("a", args_a), ("b", args_b))
         ]
         yield f"queueSort args {args_a!r} then {args_b!r}", spec(*profiles)
+    yield from _queue_sort_args_cases()
+
+
+def _queue_sort_args_cases() -> Iterator[Case]:
+    """The default queueSort (PrioritySort under multiPoint) with args in some profiles: all
+    profiles share one queue, so kube-scheduler wants one configuration of its sorter."""
+    absent = object()
+    variants: tuple[tuple[Any, Any], ...] = (
+        (absent, absent),
+        (None, absent),
+        ({}, absent),
+        (absent, {}),
+        ({"a": 1}, absent),
+        (absent, {"a": 1}),
+        ({"a": 1}, {"a": 1}),
+        ({"a": 1}, {"a": 1.0}),
+        ({"a": 1, "b": [2]}, {"b": [2], "a": 1}),
+        ({"a": 1}, {"a": 2}),
+        ({"a": True}, {"a": 1}),
+        ({}, {}),
+        ([], []),
+    )
+    for args_a, args_b in variants:
+        profiles = []
+        for name, args in (("a", args_a), ("b", args_b)):
+            entries = [] if args is absent else [{"name": "PrioritySort", "args": args}]
+            profiles.append(profile(name, pluginConfig=entries) if entries else profile(name))
+        shown = [None if args is absent else args for args in (args_a, args_b)]
+        yield f"default queueSort args {shown[0]!r} then {shown[1]!r}", spec(*profiles)
+    yield (
+        "default queueSort args in the third profile only",
+        spec(
+            profile("a"),
+            profile("b"),
+            profile("c", pluginConfig=[{"name": "PrioritySort", "args": {"a": 1}}]),
+        ),
+    )
 
 
 def _election_cases(rng: random.Random) -> Iterator[Case]:
@@ -533,6 +594,77 @@ def _election_cases(rng: random.Random) -> Iterator[Case]:
         )
 
 
+def _zero_and_unelected_cases() -> Iterator[Case]:
+    """Durations of 0 (kube-scheduler's defaults replace them), timings that only matter with
+    leader election, and the lock kind."""
+    for key in ("leaseDuration", "renewDeadline", "retryPeriod"):
+        for zero in ("0s", "0", "0ms", "-0s"):
+            for elect in (True, False):
+                yield (
+                    f"election {key} {zero} elect {elect}",
+                    spec(leaderElection={"leaderElect": elect, key: zero}),
+                )
+    for lease, renew, retry in (
+        ("0s", "12s", "2s"),
+        ("0s", "20s", "2s"),
+        ("9s", "0s", "2s"),
+        ("20s", "0s", "9s"),
+        ("20s", "2s", "0s"),
+        ("0s", "0s", "0s"),
+        ("5s", "10s", "2s"),
+        ("15s", "-1s", "2s"),
+        ("15s", "10s", "-1s"),
+        ("-1s", "10s", "2s"),
+        ("15s", "10s", "9s"),
+    ):
+        for elect in (True, False):
+            yield (
+                f"election {lease}/{renew}/{retry} elect {elect}",
+                spec(
+                    leaderElection={
+                        "leaderElect": elect,
+                        "leaseDuration": lease,
+                        "renewDeadline": renew,
+                        "retryPeriod": retry,
+                    }
+                ),
+            )
+    for lock in ("leases", "endpoints", "endpointsleases", "configmaps", "", "Leases", 5):
+        for elect in (True, False):
+            yield (
+                f"election resourceLock {lock!r} elect {elect}",
+                spec(leaderElection={"leaderElect": elect, "resourceLock": lock}),
+            )
+
+
+def _int_range_cases() -> Iterator[Case]:
+    """Whole numbers at and past the widths kube-scheduler decodes them into."""
+    for value in (INT64_MAX, 2**63, 2**64, 2**31, 10**30):
+        yield (
+            f"podMaxBackoffSeconds {value}",
+            spec(podInitialBackoffSeconds=1, podMaxBackoffSeconds=value),
+        )
+        yield (
+            f"both backoffs {value}",
+            spec(podInitialBackoffSeconds=value, podMaxBackoffSeconds=value),
+        )
+    for value in (1025, INT32_MAX, 2**31):
+        yield f"parallelism {value}", spec(parallelism=value)
+    for value in (101, 2**31):
+        yield f"percentageOfNodesToScore {value}", spec(percentageOfNodesToScore=value)
+        yield f"profile percentage {value}", spec(profile(percentageOfNodesToScore=value))
+
+
+def _offered_elsewhere_cases() -> Iterator[Case]:
+    """KubeSchedulerConfiguration fields a SchedulerProfile does not offer."""
+    yield "enableProfiling", spec(enableProfiling=False)
+    yield "delayCacheUntilActive", spec(delayCacheUntilActive=True)
+    yield "an empty profile list", {"profiles": []}
+    yield "a profile without a name", spec({})
+    yield "schedulerName in upper case", spec(profile("Upper"))
+    yield "args a string", with_args("PrioritySort", "x")
+
+
 def _global_cases() -> Iterator[Case]:
     for parallelism in (1, 16, 1024):
         yield f"parallelism {parallelism}", spec(parallelism=parallelism)
@@ -556,6 +688,9 @@ def generated_cases() -> list[Case]:
         *_args_cases(rng),
         *_plugin_cases(),
         *_election_cases(rng),
+        *_zero_and_unelected_cases(),
+        *_int_range_cases(),
+        *_offered_elsewhere_cases(),
         *_global_cases(),
     ]
     # Unique names (a random pick may repeat a fixed one): numbered in order.
