@@ -602,8 +602,33 @@ def test_an_official_image_of_a_minor_kubeherd_does_not_validate_for_is_refused(
 
     message = condition(refused, "Valid")["message"]
     assert "spec.image: kube-scheduler v1.33.4 is Kubernetes 1.33" in message
-    assert "validates configurations only for 1.37" in message
+    assert "validates configurations for 1.34, 1.35, 1.36, 1.37" in message
     schedulerprofiles.wait_for_event("older", "InvalidSpec", "Kubernetes 1.33")
     with pytest.raises(ApiException) as missing:
         apps_v1.read_namespaced_deployment("older", namespace)
+    assert missing.value.status == 404
+
+
+def test_an_official_image_of_1_34_refuses_a_plugin_1_34_lacks_naming_the_minor(
+    schedulerprofiles: SchedulerProfiles, namespace: str, apps_v1: client.AppsV1Api
+) -> None:
+    schedulerprofiles.create(
+        scheduler_profile(
+            "gang",
+            {
+                "schedulerName": unique("gang", namespace),
+                "plugins": {"permit": {"enabled": [{"name": "GangScheduling"}]}},
+            },
+            image="registry.k8s.io/kube-scheduler:v1.34.4",
+        )
+    )
+
+    refused = schedulerprofiles.wait_for("gang", "Valid", "False", "InvalidSpec")
+
+    assert (
+        "GangScheduling is not a plugin of kube-scheduler 1.34 (it is in 1.35, 1.36, 1.37)"
+        in condition(refused, "Valid")["message"]
+    )
+    with pytest.raises(ApiException) as missing:
+        apps_v1.read_namespaced_deployment("gang", namespace)
     assert missing.value.status == 404

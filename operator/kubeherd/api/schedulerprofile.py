@@ -363,9 +363,10 @@ class SchedulerProfileSpec(Model):
         default=None,
         min_length=1,
         description="The kube-scheduler image; default: registry.k8s.io/kube-scheduler at the "
-        "release of the API server's version (v1.31.4 for v1.31.4-eks-a737599 or v1.31.4+k3s1); "
-        "nothing is rolled out while that version cannot be read. Any other image counts as a "
-        "custom build, whose unknown plugins are accepted (with a Warning event).",
+        "release of the API server's version (v1.34.4 for v1.34.4-eks-a737599 or v1.34.4+k3s1); "
+        "nothing is rolled out while that version cannot be read. The configuration is checked "
+        "for the image's Kubernetes minor; any other image, or a minor newer than kubeherd "
+        "knows, judges the configuration itself before it rolls out.",
     )
     command: list[str] | None = Field(
         default=None,

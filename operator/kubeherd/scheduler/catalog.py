@@ -177,15 +177,17 @@ class Catalogs:
             sorted((m for m in minors if _MINOR.fullmatch(m)), key=minor_key)
         )
         self._read = read
+        self._loaded: dict[str, Catalog] = {}
 
-    @functools.cache  # noqa: B019 (one Catalogs per folder, kept for the process)
     def get(self, minor: str) -> Catalog:
-        if minor not in self.minors:
-            raise CatalogError(f"no catalog for {minor}")
-        catalog = catalog_from_json(json.loads(self._read(f"{minor}.json")))
-        if catalog.minor != minor:
-            raise CatalogError(f"{minor}.json holds the catalog of {catalog.minor}")
-        return dataclasses.replace(catalog, siblings=self)
+        if minor not in self._loaded:
+            if minor not in self.minors:
+                raise CatalogError(f"no catalog for {minor}")
+            catalog = catalog_from_json(json.loads(self._read(f"{minor}.json")))
+            if catalog.minor != minor:
+                raise CatalogError(f"{minor}.json holds the catalog of {catalog.minor}")
+            self._loaded[minor] = dataclasses.replace(catalog, siblings=self)
+        return self._loaded[minor]
 
     def newest(self) -> Catalog:
         if not self.minors:
