@@ -35,6 +35,10 @@ class JudgingKube(FakeKube):
     def __init__(self) -> None:
         super().__init__()
         self.created: list[str] = []
+        self.version = "v1.37.2"
+
+    async def server_version(self) -> str:
+        return self.version
 
     async def create_object(self, kind: Kind, manifest: dict[str, Any]) -> Outcome:
         name = manifest["metadata"]["name"]
@@ -235,6 +239,27 @@ def test_a_judge_pod_the_api_server_refuses_is_reported_with_its_message() -> No
         await controller.stop()
 
     run_virtually(scenario)
+
+
+def test_an_official_image_newer_than_every_catalog_is_judged_by_a_pod() -> None:
+    kube, profiles = JudgingKube(), Profiles()
+    kube.version = "v1.99.1"
+
+    async def scenario() -> None:
+        controller = started(kube, profiles, named("fast"))
+        await asyncio.sleep(1)
+        judge = kube.judge()
+        assert judge["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-scheduler:v1.99.1"
+        status, reason, message = kube.valid()
+        assert (status, reason) == ("Unknown", "Judging")
+        assert "Kubernetes 1.99, newer than the minors" in message
+        kube.judge_ends(0)
+        await asyncio.sleep(3)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert kube.valid()[:2] == ("True", "Valid")
+    assert ("Deployment", "ops", "fast") in kube.objects
 
 
 def test_official_images_are_judged_by_the_catalog_never_by_a_pod() -> None:

@@ -327,7 +327,9 @@ class SchedulerProfileController:
         text = configuration_yaml(render_configuration(spec, owner.name, owner.namespace))
         config_hash = configuration_hash(text)
         if verdict.judge_by_image:
-            judgement = await self._judgement(state, spec, image, text, config_hash)
+            judgement = await self._judgement(
+                state, spec, image, text, config_hash, why=verdict.by_image
+            )
             if judgement.outcome is Outcome.REFUSED:
                 self._refuse(
                     state,
@@ -381,11 +383,18 @@ class SchedulerProfileController:
     # Judges -------------------------------------------------------------------------------
 
     async def _judgement(
-        self, state: ProfileState, spec: Mapping[str, Any], image: str, text: str, config_hash: str
+        self,
+        state: ProfileState,
+        spec: Mapping[str, Any],
+        image: str,
+        text: str,
+        config_hash: str,
+        *,
+        why: str,
     ) -> Judgement:
         """The image's verdict on the configuration: one given before, or its judge pod's, which
-        is started if there is none. Without a verdict yet, Valid=Unknown says why, and the pass
-        is planned again."""
+        is started if there is none. Without a verdict yet, Valid=Unknown says why (and `why`
+        no catalog judges it), and the pass is planned again."""
         judging, owner = state.judging, state.owner
         key = judge_key(image, scheduler_command(spec), config_hash)
         known = judging.verdicts.get(key)
@@ -446,6 +455,8 @@ class SchedulerProfileController:
         if judgement.message:
             message += f", which cannot run yet: {judgement.message}"
             self._warn_once(state, "JudgeCannotRun", message)
+        if why:
+            message += f" ({why})"
         state.validity = Validity("Unknown", "Judging", message + keeps)
         state.retry_at = self.clock() + JUDGE_LOOK_INTERVAL
         return judgement
