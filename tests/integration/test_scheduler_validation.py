@@ -41,7 +41,6 @@ from kubeherd.scheduler.config import configuration_yaml, render_configuration
 from kubeherd.scheduler.pluginargs import go_duration_seconds
 from kubeherd.scheduler.render import schema_checked_spec
 from kubeherd.scheduler.validation import Problem, validate_spec
-from localcluster.binaries import ensure_kube_scheduler
 from tests.helpers import REPO, Kubectl
 from tests.integration.verdict_cases import generated_cases
 
@@ -66,12 +65,6 @@ RUN_FIELDS = frozenset(
         "extraClusterRoles",
     }
 )
-
-
-def kube_scheduler(minor: str) -> Path:
-    """kube-scheduler of `minor`, built from its Go module (only it) and cached; `make test`
-    builds it before the tests start."""
-    return ensure_kube_scheduler(minor)
 
 
 def example(name: str) -> dict[str, Any]:
@@ -486,8 +479,8 @@ def judge(binary: Path, catalog: Catalog, name: str, raw_spec: Mapping[str, Any]
     return outcome
 
 
-def compare(minor: str, cases: list[tuple[str, dict[str, Any]]]) -> list[Outcome]:
-    binary, catalog = kube_scheduler(minor), shipped().get(minor)
+def compare(binary: Path, minor: str, cases: list[tuple[str, dict[str, Any]]]) -> list[Outcome]:
+    catalog = shipped().get(minor)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         return list(pool.map(lambda case: judge(binary, catalog, *case), cases))
 
@@ -520,10 +513,12 @@ def disagreements(outcomes: list[Outcome]) -> tuple[Counter[str], list[str]]:
 
 
 @pytest.mark.parametrize("minor", MINORS)
-def test_kubeherd_and_kube_scheduler_agree_on_generated_specs(minor: str) -> None:
+def test_kubeherd_and_kube_scheduler_agree_on_generated_specs(
+    minor: str, kube_scheduler_of: Callable[[str], Path]
+) -> None:
     cases = generated_cases()
     started = time.monotonic()
-    outcomes = compare(minor, cases)
+    outcomes = compare(kube_scheduler_of(minor), minor, cases)
     counts, failures = disagreements(outcomes)
 
     electing = sum(
@@ -564,9 +559,9 @@ def _hand_written() -> list[Any]:
 
 @pytest.mark.parametrize(("minor", "spec", "valid"), _hand_written())
 def test_kubeherd_accepts_exactly_what_kube_scheduler_accepts(
-    minor: str, spec: dict[str, Any], valid: bool
+    minor: str, spec: dict[str, Any], valid: bool, kube_scheduler_of: Callable[[str], Path]
 ) -> None:
-    outcome = judge(kube_scheduler(minor), shipped().get(minor), "case", spec)
+    outcome = judge(kube_scheduler_of(minor), shipped().get(minor), "case", spec)
 
     assert not outcome.error
     assert outcome.accepted == valid, (
