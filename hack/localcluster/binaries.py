@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 HACK_DIR = Path(__file__).resolve().parent.parent
 # One wrapper module per Kubernetes minor, hack/k8s/<minor>/go.mod (hack/k8s/pin.sh makes one).
@@ -357,8 +358,53 @@ def _format_elapsed(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def run_go_verbose(
+    command: list[str], cwd: Path, label: str, report: Report, stdout: IO[str] | None = None
+) -> None:
+    """Run a `go build -v` or `go run -v`, reporting the number of packages compiled every 20
+    seconds; `stdout` takes the program's output (`go run`), else it joins the diagnostics."""
+    started = time.monotonic()
+    compiled = 0
+    diagnostics: list[str] = []
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(20):
+            report(
+                f"{label} still compiling: {compiled} packages compiled, "
+                f"{_format_elapsed(time.monotonic() - started)} elapsed"
+            )
+
+    ticker = threading.Thread(target=heartbeat, daemon=True)
+    ticker.start()
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=_go_environment(),
+            stdout=stdout if stdout is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE if stdout is not None else subprocess.STDOUT,
+            text=True,
+        )
+        output = process.stderr if stdout is not None else process.stdout
+        assert output is not None
+        for line in output:
+            # `-v` prints one package path per line as it compiles; anything else (with a
+            # space, a colon or a #) is a diagnostic worth keeping for the error message.
+            if re.fullmatch(r"[\w.\-/~+]+", line.strip()):
+                compiled += 1
+            else:
+                diagnostics.append(line.rstrip())
+        returncode = process.wait()
+    finally:
+        done.set()
+    if returncode != 0:
+        tail = "\n".join(diagnostics[-40:])
+        raise RuntimeError(f"{label} failed (`{command[1]}` exit {returncode}):\n{tail}")
+
+
 def _run_go_build(step: BuildStep, out_dir: Path, label: str, report: Report) -> None:
-    """Run one `go build -v`, reporting the number of packages compiled every 20 seconds."""
+    """Run one `go build -v` of a step into `out_dir`."""
     # One package builds straight to its binary's name (etcd's main package would otherwise be
     # named after its last path element, "server"); several build into the folder.
     out_dir = out_dir / step.subfolder
@@ -369,41 +415,7 @@ def _run_go_build(step: BuildStep, out_dir: Path, label: str, report: Report) ->
         command.append("-tags=" + ",".join(step.tags))
     command.append("-ldflags=" + " ".join(("-s", "-w", *step.ldflags)))
     command += step.packages
-    started = time.monotonic()
-    compiled = 0
-    errors: list[str] = []
-    done = threading.Event()
-
-    def heartbeat() -> None:
-        while not done.wait(20):
-            report(
-                f"{label} still building: {compiled} packages compiled, "
-                f"{_format_elapsed(time.monotonic() - started)} elapsed"
-            )
-
-    ticker = threading.Thread(target=heartbeat, daemon=True)
-    ticker.start()
-    process = subprocess.Popen(
-        command,
-        cwd=step.module_dir,
-        env=_go_environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        # `go build -v` prints one package path per line as it compiles; anything else
-        # (with a space, a colon or a #) is a diagnostic worth keeping for the error message.
-        if re.fullmatch(r"[\w.\-/~+]+", line.strip()):
-            compiled += 1
-        else:
-            errors.append(line.rstrip())
-    returncode = process.wait()
-    done.set()
-    if returncode != 0:
-        tail = "\n".join(errors[-40:])
-        raise RuntimeError(f"go build for {step.name} failed (exit {returncode}):\n{tail}")
+    run_go_verbose(command, step.module_dir, label, report)
 
 
 def _write_kwok_stages(kwok_dir: Path, bin_dir: Path) -> None:
@@ -598,14 +610,15 @@ def prometheus_operator_crds() -> list[Path]:
 
 
 @contextlib.contextmanager
-def _exclusive(bin_dir: Path, report: Report) -> Iterator[None]:
-    """One build at a time per bin folder: two would write the same files."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    with (bin_dir / ".build.lock").open("w") as lock:
+def exclusive(lock_file: Path, what: str, report: Report) -> Iterator[None]:
+    """Hold `lock_file` exclusively (saying so when another process has it first): `what` is
+    what the others do meanwhile, e.g. "a build into /path"."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            report(f"waiting for another build into {bin_dir}")
+            report(f"waiting for {what}")
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -625,7 +638,8 @@ def _build(
         return
     if shutil.which("go") is None:
         raise RuntimeError("Go is needed to build the local binaries: install Go 1.26+")
-    with _exclusive(bin_dir, report):
+    # One build at a time per bin folder: two would write the same files.
+    with exclusive(bin_dir / ".build.lock", f"another build into {bin_dir}", report):
         # Another process may have built some while this one waited.
         builds = combine([step for step in steps if not _is_current(bin_dir, step)])
         started = time.monotonic()
@@ -641,8 +655,3 @@ def _build(
             report(f"{label}: done in {_format_elapsed(time.monotonic() - step_started)}")
         if builds:
             report(f"cold build finished in {_format_elapsed(time.monotonic() - started)}")
-
-
-def go_environment() -> dict[str, str]:
-    """The environment of every Go build here; the same flags keep the Go build cache shared."""
-    return _go_environment()

@@ -12,11 +12,8 @@ tests/integration/test_catalogs.py derives them again and fails on any differenc
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -24,16 +21,14 @@ from localcluster.binaries import (
     HACK_DIR,
     KUBERNETES_TAGS,
     Report,
-    go_environment,
     kubernetes_minors,
     kubernetes_module_dir,
     required_version,
+    run_go_verbose,
 )
 
 CATALOG_PROGRAM = HACK_DIR / "schedcatalog"
 CATALOGS_DIR = HACK_DIR.parent / "operator" / "kubeherd" / "scheduler" / "catalogs"
-# How often a long derivation says it is still compiling.
-HEARTBEAT_SECONDS = 20
 
 
 def catalog_path(minor: str) -> Path:
@@ -55,44 +50,9 @@ def derive_catalog(minor: str, report: Report = _report_to_stderr) -> str:
     # then already in the Go build cache.
     tags = ",".join(KUBERNETES_TAGS)
     command = ["go", "run", "-v", "-trimpath", f"-tags={tags}", f"-modfile={go_mod}", "."]
-    started = time.monotonic()
-    compiled = 0
-    done = threading.Event()
-
-    def heartbeat() -> None:
-        while not done.wait(HEARTBEAT_SECONDS):
-            report(
-                f"catalog {minor}: still compiling, {compiled} packages so far, "
-                f"{time.monotonic() - started:.0f}s elapsed"
-            )
-
-    ticker = threading.Thread(target=heartbeat, daemon=True)
-    ticker.start()
-    # The catalog comes on stdout (into a file, so that it never blocks the program); stderr has
-    # one package path per line as `go run -v` compiles, and otherwise diagnostics.
+    # The catalog comes on stdout (into a file, so that it never blocks the program).
     with tempfile.TemporaryFile("w+") as catalog:
-        try:
-            process = subprocess.Popen(
-                command,
-                cwd=CATALOG_PROGRAM,
-                env=go_environment(),
-                stdout=catalog,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            diagnostics: list[str] = []
-            assert process.stderr is not None
-            for line in process.stderr:
-                if re.fullmatch(r"[\w.\-/~+]+", line.strip()):
-                    compiled += 1
-                else:
-                    diagnostics.append(line.rstrip())
-            returncode = process.wait()
-        finally:
-            done.set()
-        if returncode != 0:
-            tail = "\n".join(diagnostics[-40:])
-            raise RuntimeError(f"deriving the {minor} catalog failed (exit {returncode}):\n{tail}")
+        run_go_verbose(command, CATALOG_PROGRAM, f"catalog {minor}", report, stdout=catalog)
         catalog.seek(0)
         return catalog.read()
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -40,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +54,7 @@ from localcluster.binaries import (
     ensure_binaries,
     ensure_kube_scheduler,
     envtest_overrides,
+    exclusive,
     kubernetes_module_dir,
     kubernetes_version,
     kubernetes_version_ldflags,
@@ -810,21 +810,10 @@ def select_images(only: Iterable[str] | None) -> list[str]:
     return [name for name in IMAGE_NAMES if name in wanted]
 
 
-@contextlib.contextmanager
-def _exclusive(cache: Path, report: Report) -> Iterator[None]:
+def _exclusive(cache: Path, report: Report) -> contextlib.AbstractContextManager[None]:
     """One build at a time per cache: buildah's storage, the work folders and the archives'
     names are shared by every process that builds."""
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / ".lock").open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            report(f"waiting for another image build in {cache}")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return exclusive(cache / ".lock", f"another image build in {cache}", report)
 
 
 def _elapsed(seconds: float) -> str:
