@@ -126,8 +126,25 @@ def test_before_any_valid_spec_ran_there_is_no_configuration_to_show() -> None:
     assert conditions(status) == {
         "Valid": ("False", "InvalidSpec"),
         "Available": ("False", "NotDeployed"),
-        "Progressing": ("True", "Deploying"),
+        "Progressing": ("False", "InvalidSpec"),
     }
+
+
+def test_a_first_configuration_is_deployed_once_valid() -> None:
+    status = status_of(None, leader="", applied=Applied(), running=Running())
+
+    assert conditions(status)["Progressing"] == ("True", "Deploying")
+
+
+def test_while_the_image_judges_a_configuration_progress_says_so() -> None:
+    judging = Validity("Unknown", "Judging", "the image is judging configuration abc in pod x")
+
+    first = status_of(None, leader="", validity=judging, applied=Applied(), running=Running())
+    next_one = status_of(a_deployment(), validity=judging)
+
+    assert conditions(first)["Progressing"] == ("True", "Judging")
+    assert conditions(next_one)["Progressing"] == ("True", "Judging")
+    assert conditions(next_one)["Available"] == ("True", "Leading")
 
 
 def test_the_first_resource_to_claim_a_scheduler_name_keeps_it() -> None:

@@ -134,11 +134,16 @@ def available(
 
 
 def progressing(
-    deployment: Mapping[str, Any] | None, applied: Applied, running: Running
+    deployment: Mapping[str, Any] | None, applied: Applied, running: Running, validity: Validity
 ) -> tuple[str, str, str]:
     if applied.failure:
         return ("False", applied.failure_reason, applied.failure)
+    if validity.reason == "Judging":
+        # The image has yet to accept the new configuration: nothing rolls until it does.
+        return ("True", "Judging", validity.message)
     if deployment is None:
+        if validity.status == "False":
+            return ("False", validity.reason, "no scheduler is deployed until the spec is valid")
         return ("True", "Deploying", "creating the scheduler Deployment")
     stalled = _deployment_condition(deployment, "Progressing")
     if stalled.get("reason") == "ProgressDeadlineExceeded":
@@ -218,7 +223,7 @@ def build_status(
             condition(
                 before,
                 "Progressing",
-                *progressing(deployment, applied, running),
+                *progressing(deployment, applied, running, validity),
                 generation,
                 now,
             ),
