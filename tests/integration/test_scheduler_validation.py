@@ -48,6 +48,7 @@ DEAD_API_SERVER = "http://127.0.0.1:1"
 # Its leader elector's first line: "attempting ..." up to 1.34, "Attempting ..." after.
 LEADER_ELECTOR_STARTED = "attempting to acquire leader lease"
 WORKERS = 2  # the machine's cores
+PHASE_TWO_ATTEMPTS = 2
 MINORS = shipped().minors
 # What kube-scheduler puts in place of a duration of 0.
 LEADER_ELECTION_DEFAULTS = {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}
@@ -315,12 +316,18 @@ def run_kube_scheduler(binary: Path, configuration: Mapping[str, Any]) -> tuple[
         if not yaml.safe_load(written)["leaderElection"]["leaderElect"]:
             return True, written
         config.write_text(configuration_yaml({**configuration, "delayCacheUntilActive": True}))
-        accepted, log = _until_leader_elector(binary, config)
-        return accepted, written if accepted else log
+        # A process that neither exits nor reaches its leader elector in time gave no verdict
+        # (it happens, rarely, on a loaded machine): it is asked once more before that counts.
+        for _attempt in range(PHASE_TWO_ATTEMPTS):
+            accepted, log = _until_leader_elector(binary, config)
+            if accepted is not None:
+                return accepted, written if accepted else log
+        return False, f"{log} ({PHASE_TWO_ATTEMPTS} times)"
 
 
-def _until_leader_elector(binary: Path, config: Path) -> tuple[bool, str]:
-    """Phase 2: whether kube-scheduler gets to its leader elector (then it is stopped)."""
+def _until_leader_elector(binary: Path, config: Path) -> tuple[bool | None, str]:
+    """Phase 2: whether kube-scheduler gets to its leader elector (then it is stopped), or None
+    when it neither gets there nor exits within the deadline."""
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen(
             [str(binary), f"--config={config}", "--secure-port=0", f"--master={DEAD_API_SERVER}"],
@@ -339,7 +346,7 @@ def _until_leader_elector(binary: Path, config: Path) -> tuple[bool, str]:
                     log.seek(0)
                     return False, log.read()[-1500:]
                 time.sleep(0.02)
-            return False, "neither reached the leader elector nor exited within 30 s"
+            return None, "neither reached the leader elector nor exited within 30 s"
         finally:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
