@@ -21,26 +21,38 @@ import yaml
 UNPULLABLE_REGISTRY = "unpullable.invalid/"
 _ANY_UNPULLABLE = f'.spec.containers.[].image | startswith("{UNPULLABLE_REGISTRY}")'
 
-_IMAGE_PULL_BACKOFF_STAGE: dict[str, Any] = {
-    "apiVersion": "kwok.x-k8s.io/v1alpha1",
-    "kind": "Stage",
-    "metadata": {"name": "pod-image-pull-backoff"},
-    "spec": {
-        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-        "selector": {
-            "matchExpressions": [
-                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
-                {"key": _ANY_UNPULLABLE, "operator": "In", "values": ["true"]},
-                {
-                    "key": ".status.containerStatuses.[].state.waiting.reason",
-                    "operator": "NotIn",
-                    "values": ["ImagePullBackOff"],
-                },
-            ]
+
+def _pod_stage(name: str, phase: str, *matches: dict[str, Any], status: str) -> dict[str, Any]:
+    """A kwok Stage for pods not being deleted, in `phase`, that also match `matches`: their
+    status becomes the `status` template."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": [phase]},
+                    *matches,
+                ]
+            },
+            "next": {"statusTemplate": status},
         },
-        "next": {
-            "statusTemplate": """\
+    }
+
+
+_IMAGE_PULL_BACKOFF_STAGE = _pod_stage(
+    "pod-image-pull-backoff",
+    "Pending",
+    {"key": _ANY_UNPULLABLE, "operator": "In", "values": ["true"]},
+    {
+        "key": ".status.containerStatuses.[].state.waiting.reason",
+        "operator": "NotIn",
+        "values": ["ImagePullBackOff"],
+    },
+    status="""\
 {{ $now := Now }}
 conditions:
 - lastTransitionTime: {{ $now | Quote }}
@@ -62,27 +74,15 @@ containerStatuses:
       message: {{ printf "Back-off pulling image %q" .image | Quote }}
 {{ end }}
 phase: Pending
-"""
-        },
-    },
-}
+""",
+)
 
 
-_JUDGE_ACCEPTS_STAGE: dict[str, Any] = {
-    "apiVersion": "kwok.x-k8s.io/v1alpha1",
-    "kind": "Stage",
-    "metadata": {"name": "pod-judge-accepts"},
-    "spec": {
-        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-        "selector": {
-            "matchExpressions": [
-                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                {"key": '.metadata.labels["kubeherd.io/judge"]', "operator": "Exists"},
-            ]
-        },
-        "next": {
-            "statusTemplate": """\
+_JUDGE_ACCEPTS_STAGE = _pod_stage(
+    "pod-judge-accepts",
+    "Running",
+    {"key": '.metadata.labels["kubeherd.io/judge"]', "operator": "Exists"},
+    status="""\
 {{ $now := Now }}
 containerStatuses:
 {{ range .spec.containers }}
@@ -99,10 +99,8 @@ containerStatuses:
       finishedAt: {{ $now | Quote }}
 {{ end }}
 phase: Succeeded
-"""
-        },
-    },
-}
+""",
+)
 
 
 def write_stages(defaults: Path, target: Path) -> Path:
