@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import kopf
-from kopf._cogs.structs import reviews
 
 from kubeherd.admission.certificates import ServingCertificate, issue
 from kubeherd.admission.configuration import (
@@ -63,9 +62,9 @@ class IdleServer:
     """Kopf's admission server when the webhook is off: Kopf refuses to start with validation
     handlers and no server, and this one serves nothing."""
 
-    async def __call__(self, fn: reviews.WebhookFn) -> AsyncIterator[reviews.WebhookClientConfig]:
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         await asyncio.Event().wait()
-        yield reviews.WebhookClientConfig()  # never reached: makes this an async generator
+        yield kopf.WebhookClientConfig()  # never reached: makes this an async generator
 
 
 class ConfiguringServer(kopf.WebhookServer):
@@ -76,7 +75,7 @@ class ConfiguringServer(kopf.WebhookServer):
         super().__init__(**kwargs)
         self.keeper = keeper
 
-    async def __call__(self, fn: reviews.WebhookFn) -> AsyncIterator[reviews.WebhookClientConfig]:
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         async for client_config in super().__call__(fn):
             self.keeper.serving(str(client_config.get("url") or ""))
             yield client_config
