@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+from kubeherd import __version__
 from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
 from kubeherd.defaults import (
     DEFAULT_METRICS_ADDRESS,
@@ -19,6 +20,8 @@ from kubeherd.kube.client import WriteLimits
 from kubeherd.metrics.server import parse_address
 from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions
+
+logger = logging.getLogger(__name__)
 
 
 def _run(options: argparse.Namespace) -> int:
@@ -34,6 +37,7 @@ def _run(options: argparse.Namespace) -> int:
     if not (options.debug or options.verbose):
         # Kopf logs every handler call at INFO: thousands of lines a minute on a big cluster.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    logger.info("Starting kubeherd %s", __version__)
     defaults = WriteLimits()
     operator_options = OperatorOptions(
         limits=WriteLimits(
@@ -278,6 +282,7 @@ def _add_render(commands: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubeherd", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser(
