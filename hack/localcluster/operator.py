@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -48,7 +49,7 @@ class KubeherdProcess:
             "-m",
             "kubeherd.cli",
             "run",
-            f"--liveness=http://127.0.0.1:{self.port}/healthz",
+            f"--health-address=127.0.0.1:{self.port}",
             f"--metrics-address=127.0.0.1:{self.metrics_port}",
             *self.arguments,
         ]
@@ -91,6 +92,17 @@ class KubeherdProcess:
                 return bool(response.status == 200)
         except OSError:
             return False
+
+    def readyz(self) -> tuple[int, str]:
+        """What /readyz answers: its status (0: no answer) and its text, the reasons."""
+        url = f"http://127.0.0.1:{self.port}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode()
+        except OSError:
+            return 0, ""
 
     def log_tail(self, characters: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-characters:]

@@ -12,6 +12,7 @@ from typing import Any
 from kubeherd import __version__
 from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
 from kubeherd.defaults import (
+    DEFAULT_HEALTH_ADDRESS,
     DEFAULT_METRICS_ADDRESS,
     MAX_CREATE_BACKOFF,
     SCHEDULER_STATUS_INTERVAL,
@@ -51,6 +52,7 @@ def _run(options: argparse.Namespace) -> int:
         if options.peering
         else None,
         namespaces=tuple(options.namespace or ()),
+        health_address=options.health_address,
         metrics_address=options.metrics_address,
         metrics_secure=options.metrics_secure,
         metrics_cert_dir=options.metrics_cert_dir,
@@ -70,7 +72,9 @@ def _run(options: argparse.Namespace) -> int:
         identity=Identity(own_identity()),
         clusterwide=not options.namespace,
         namespaces=options.namespace or (),
-        liveness_endpoint=options.liveness or None,
+        # kubeherd serves /healthz and /readyz itself (--health-address): Kopf's /healthz was
+        # green while kubeherd's own watches could not list.
+        liveness_endpoint=None,
         memo=Runtime(options=operator_options),
         stop_flag=operator_options.stopping,
     )
@@ -78,7 +82,7 @@ def _run(options: argparse.Namespace) -> int:
     return 1 if operator_options.demoted.is_set() else 0
 
 
-def _metrics_address(text: str) -> str:
+def _address(text: str) -> str:
     if text:
         try:
             parse_address(text)
@@ -295,13 +299,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch only this namespace (repeatable); default: all namespaces",
     )
     run.add_argument(
-        "--liveness",
-        default="http://0.0.0.0:8080/healthz",
-        help="liveness endpoint URL (default: %(default)s; empty to disable)",
+        "--health-address",
+        type=_address,
+        default=DEFAULT_HEALTH_ADDRESS,
+        help="HOST:PORT to serve /healthz (liveness) and /readyz (readiness: every watch has "
+        "listed and none keeps failing) on (default: %(default)s; empty to disable)",
     )
     run.add_argument(
         "--metrics-address",
-        type=_metrics_address,
+        type=_address,
         default=DEFAULT_METRICS_ADDRESS,
         help="HOST:PORT to serve Prometheus metrics on at /metrics (default: %(default)s; "
         "empty to disable)",

@@ -10,7 +10,9 @@ MAX_CREATE_BACKOFF = 60.0
 MAX_FAILED_POD_BACKOFF = 900.0
 # How often each SchedulerProfile's Deployment and Lease are read for its status, seconds.
 SCHEDULER_STATUS_INTERVAL = 5.0
-# `kubeherd run --metrics-address`: all interfaces, next to Kopf's liveness endpoint on 8080.
+# `kubeherd run --health-address`: /healthz and /readyz, on all interfaces for the kubelet.
+DEFAULT_HEALTH_ADDRESS = "0.0.0.0:8080"
+# `kubeherd run --metrics-address`: all interfaces, next to the health endpoints.
 DEFAULT_METRICS_ADDRESS = "0.0.0.0:8081"
 # The CRD's bound on spec.revisionHistoryLimit: the controller lists and keeps a record of every
 # revision it keeps. The native DaemonSet's default is 10, and nobody rolls back 100 templates.

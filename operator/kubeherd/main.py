@@ -35,12 +35,15 @@ from kubeherd.metrics.auth import TokenAuthorizer
 from kubeherd.metrics.objects import (
     ObjectCollector,
     OperatorCollector,
+    ReadinessCollector,
     customdaemonset_metrics,
     operator_registry,
     schedulerprofile_metrics,
 )
 from kubeherd.metrics.server import MetricsServer, tls_context
 from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
+from kubeherd.probes import HealthServer
+from kubeherd.readiness import Readiness
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.handlers import IndexedClaims
 from kubeherd.settings import OperatorOptions, configure
@@ -72,6 +75,9 @@ class Runtime:
     webhook: ConfigurationKeeper | None = None
     peering: PeeringWatch | None = None
     metrics: MetricsServer | None = None
+    # What /readyz answers: the watches report to it, the metrics read it.
+    readiness: Readiness = dataclasses.field(default_factory=Readiness)
+    health: HealthServer | None = None
 
     def active(self) -> bool:
         """Works (1 in kubeherd_active) or stands by: with peering, as the peering object says."""
@@ -144,6 +150,9 @@ async def connection_info(login: config.Login) -> kopf.ConnectionInfo:
 async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> None:
     options = memo.options
     configure(settings, options.peering)
+    if options.health_address and memo.health is None:
+        # First: the kubelet's probes get an answer while the rest starts (not ready yet).
+        memo.health = await serve_health(options.health_address, memo.readiness)
     kube = Kube.connect(options.limits)
     try:
         if options.peering is not None:
@@ -151,7 +160,7 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
     except BaseException:
         await kube.close()
         raise
-    watches = Watches(kube, options.namespaces)
+    watches = Watches(kube, options.namespaces, memo.readiness)
     watches.controller = DaemonSetController(
         kube,
         watches.nodes,
@@ -178,6 +187,16 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
     settings.admission.server = await admission_server(kube, options.webhook, memo)
     if options.webhook is None and options.stale_webhook_configuration:
         await remove_configuration(kube, options.stale_webhook_configuration)
+    memo.readiness.started = True
+
+
+async def serve_health(address: str, readiness: Readiness) -> HealthServer:
+    server = HealthServer(readiness, address)
+    try:
+        await server.start()
+    except OSError as error:
+        raise kopf.PermanentError(f"cannot serve /healthz on {address}: {error}") from error
+    return server
 
 
 SELF_SUBJECT_REVIEW = Kind(
@@ -215,6 +234,7 @@ async def serve_metrics(options: OperatorOptions, memo: Runtime) -> MetricsServe
     registry = operator_registry(
         ObjectCollector(parts.daemonsets.bodies, customdaemonset_metrics),
         ObjectCollector(parts.schedulers.bodies, schedulerprofile_metrics),
+        ReadinessCollector(memo.readiness),
         OperatorCollector(
             memo.active,
             lambda: {
@@ -295,6 +315,8 @@ async def stop(memo: Runtime, **_: Any) -> None:
 async def stop_operator(memo: Runtime) -> None:
     """Stop kubeherd's own tasks and end Kopf's wait on the stop flag."""
     memo.options.stopping.set()
+    # Out of the Services at once: a stopping replica takes no more webhook calls.
+    memo.readiness.started = False
     if memo.metrics is not None:
         await memo.metrics.stop()
     if memo.webhook is not None:
@@ -307,3 +329,5 @@ async def stop_operator(memo: Runtime) -> None:
         await parts.daemonsets.stop()
         await parts.schedulers.stop()
         await parts.kube.close()
+    if memo.health is not None:
+        await memo.health.stop()

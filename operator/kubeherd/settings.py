@@ -13,6 +13,7 @@ import kopf
 from kubeherd.admission.configuration import WebhookOptions
 from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.defaults import (
+    DEFAULT_HEALTH_ADDRESS,
     DEFAULT_METRICS_ADDRESS,
     MAX_CREATE_BACKOFF,
     SCHEDULER_STATUS_INTERVAL,
@@ -37,6 +38,8 @@ class OperatorOptions:
     scheduler_status_interval: float = SCHEDULER_STATUS_INTERVAL
     # Active/standby replicas (`--peering`); None: this is the only instance (standalone).
     peering: PeeringOptions | None = None
+    # Where `/healthz` and `/readyz` are served (`--health-address`, HOST:PORT); empty: nowhere.
+    health_address: str = DEFAULT_HEALTH_ADDRESS
     # Where `/metrics` is served (`--metrics-address`, HOST:PORT); empty: nowhere.
     metrics_address: str = DEFAULT_METRICS_ADDRESS
     # HTTPS, and only for tokens allowed to get /metrics (`--metrics-secure`); its certificate

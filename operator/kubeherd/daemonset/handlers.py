@@ -35,6 +35,7 @@ from kubeherd.daemonset.pods import KIND, OWNER_LABEL
 from kubeherd.daemonset.state import Key
 from kubeherd.kube.reflector import Change, Reflector, Transport
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSETS, GROUP, VERSION
+from kubeherd.readiness import Readiness
 
 # A CustomDaemonSet's selector by its key, None while it is not known yet.
 SelectorOf = Callable[[Key], Mapping[str, Any] | None]
@@ -141,8 +142,15 @@ class WatchedPods:
 class Watches:
     """The node and daemon pod reflectors, wired to the controller."""
 
-    def __init__(self, transport: Transport, namespaces: Iterable[str] = ()) -> None:
-        """Daemon pods are watched in `namespaces` only, or in all of them if none is given."""
+    def __init__(
+        self,
+        transport: Transport,
+        namespaces: Iterable[str] = (),
+        readiness: Readiness | None = None,
+    ) -> None:
+        """Daemon pods are watched in `namespaces` only, or in all of them if none is given.
+        Each watch reports to `readiness` whether it has listed and whether it fails."""
+        readiness = readiness if readiness is not None else Readiness()
         self.nodes = WatchedNodes()
         self.pods = WatchedPods()
         self.controller: DaemonSetController | None = None
@@ -153,7 +161,12 @@ class Watches:
         self._left_out_in: set[str] = set()
         self._namespaces = tuple(namespaces)
         self._node_reflector: Reflector[NodeInfo] = Reflector(
-            transport, "/api/v1/nodes", NodeInfo.from_body, self._node_changed, what="nodes"
+            transport,
+            "/api/v1/nodes",
+            NodeInfo.from_body,
+            self._node_changed,
+            what="nodes",
+            health=readiness.watch("nodes"),
         )
         self._pod_reflectors: list[Reflector[DaemonPod]] = [
             Reflector(
@@ -164,10 +177,11 @@ class Watches:
                 label_selector=OWNER_LABEL,
                 what="daemon pods",
                 keep=self._keeps_pod,
+                health=readiness.watch("pods", namespace),
             )
-            for path in (
-                [f"/api/v1/namespaces/{namespace}/pods" for namespace in namespaces]
-                or ["/api/v1/pods"]
+            for namespace, path in (
+                [(namespace, f"/api/v1/namespaces/{namespace}/pods") for namespace in namespaces]
+                or [("", "/api/v1/pods")]
             )
         ]
         self.nodes.store = self._node_reflector.store

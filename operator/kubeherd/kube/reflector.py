@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from kubeherd.readiness import WatchHealth
+
 logger = logging.getLogger(__name__)
 
 Record = TypeVar("Record")
@@ -65,6 +67,7 @@ class Reflector(Generic[Record]):
         label_selector: str = "",
         what: str = "objects",
         keep: Callable[[Mapping[str, Any]], bool] = lambda _body: True,
+        health: WatchHealth | None = None,
     ) -> None:
         self.transport = transport
         self.path = path
@@ -74,6 +77,8 @@ class Reflector(Generic[Record]):
         self.what = what
         # Which objects the store holds: any other is as if it did not exist.
         self.keep = keep
+        # Where the readiness learns whether this watch has listed and whether it fails.
+        self.health = health if health is not None else WatchHealth(what)
         self.store: dict[ObjectKey, Record] = {}
         # Set once the first listing is in the store: nothing may act on a half-known cluster.
         self.listed = asyncio.Event()
@@ -109,12 +114,14 @@ class Reflector(Generic[Record]):
 
     async def _wait_after(self, error: Exception) -> None:
         self._failures += 1
+        self.health.failed(error)
         if self._failures == 1:
             logger.warning("Watching %s failed (%s); retrying until it works", self.what, error)
         delay = min(MAX_RETRY_DELAY, 0.5 * 2 ** min(self._failures, 8))
         await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter only
 
     def _recovered(self) -> None:
+        self.health.worked()
         if self._failures:
             logger.info("Watching %s works again", self.what)
         self._failures = 0
@@ -148,6 +155,7 @@ class Reflector(Generic[Record]):
         self._recovered()
         for change in changes:
             self.on_change(change)
+        self.health.has_listed()
         self.listed.set()
 
     async def fill(self, path: str, label_selector: str) -> None:

@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from kubeherd.daemonset.eligibility import IneligibleReason
 from kubeherd.meta import parse_time
 from kubeherd.metrics.health import INSTRUMENTS
+from kubeherd.readiness import Readiness
 
 Body = Mapping[str, Any]
 
@@ -191,6 +192,63 @@ class OperatorCollector(Collector):
     def snapshot(self) -> OperatorCollector:
         active, waiting = self._active(), dict(self._waiting())
         return OperatorCollector(lambda: active, lambda: waiting)
+
+
+WATCH_LABELS = ["resource", "watched_namespace"]
+
+
+def readiness_metrics(readiness: Readiness) -> list[Metric]:
+    """What /readyz says, and each watch's part in it. The watched namespace is empty for a
+    watch of all namespaces (a label named `namespace` would clash with the target's own)."""
+    ready = GaugeMetricFamily(
+        "kubeherd_ready",
+        "1 while /readyz answers 200: started, every watch listed and none failing for long.",
+        value=1.0 if readiness.ready() else 0.0,
+    )
+    listed = GaugeMetricFamily(
+        "kubeherd_watch_listed",
+        "1 once the watch has its first listing; nothing is reconciled before.",
+        labels=WATCH_LABELS,
+    )
+    failing = GaugeMetricFamily(
+        "kubeherd_watch_failing_seconds",
+        "How long the watch's listing or watching has been failing, without a success "
+        "between; 0 while it works.",
+        labels=WATCH_LABELS,
+    )
+    failures = CounterMetricFamily(
+        "kubeherd_watch_failures",
+        "Failed attempts to list or watch, each followed by a retry.",
+        labels=WATCH_LABELS,
+    )
+    for watch in readiness.watches:
+        labels = [watch.resource, watch.namespace]
+        listed.add_metric(labels, 1.0 if watch.listed else 0.0)
+        failing.add_metric(labels, watch.failing_seconds())
+        failures.add_metric(labels, float(watch.failures))
+    return [ready, listed, failing, failures]
+
+
+class ReadinessCollector(Collector):
+    """The readiness and the watches' health (kubeherd.readiness), read on the event loop."""
+
+    def __init__(self, readiness: Readiness) -> None:
+        self._readiness = readiness
+
+    def collect(self) -> Iterator[Metric]:
+        yield from readiness_metrics(self._readiness)
+
+    def snapshot(self) -> Collector:
+        metrics = readiness_metrics(self._readiness)
+        return _Fixed(metrics)
+
+
+class _Fixed(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._metrics
 
 
 @runtime_checkable
