@@ -93,7 +93,10 @@ def test_the_chart_renders_the_operator_crds_and_rbac(binaries: Binaries) -> Non
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert "--health-address=:8080" in container["args"]
+    (metrics,) = (d for d in documents if d["metadata"]["name"] == "kubeherd-metrics")
+    assert metrics["spec"]["publishNotReadyAddresses"] is True
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,

@@ -1,0 +1,208 @@
+"""Readiness that tells the truth, against the real API server: an operator whose RBAC lets
+Kopf read its custom resources but forbids listing nodes never turns ready. /readyz says which
+watch and why, /metrics shows it, and the chart's alert holds on the series of that scrape
+(promtool); once the listing is allowed, the operator turns ready by itself."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from localcluster.binaries import ensure_monitoring_binaries
+from localcluster.cluster import LocalCluster
+from tests.conftest import RELEASE
+from tests.helpers import REPO, OperatorProcess, eventually, service_account_kubeconfig
+
+pytestmark = [pytest.mark.cluster]
+
+RULES = REPO / "charts" / "kubeherd" / "rules" / "kubeherd-alerts.yaml"
+ACCOUNT = "no-nodes"
+
+
+def without_nodes(rules: list[Any]) -> list[dict[str, Any]]:
+    """The chart's operator rules, but no right on nodes; namespaces may be listed (Kopf
+    resolves --namespace against them)."""
+    kept = []
+    for rule in rules:
+        rule = client.ApiClient().sanitize_for_serialization(rule)
+        if rule.get("apiGroups") == [""]:
+            rule["resources"] = [r for r in rule["resources"] if r != "nodes"]
+        if rule.get("resources") or rule.get("nonResourceURLs"):
+            kept.append(rule)
+    kept.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]})
+    return kept
+
+
+@pytest.fixture
+def account_without_nodes(
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    local_cluster: LocalCluster,
+    crds_installed: None,
+    namespace: str,
+    tmp_path: Path,
+) -> Iterator[tuple[Path, client.RbacAuthorizationV1Api, str]]:
+    """A ServiceAccount of the test's namespace bound to a copy of the chart's ClusterRole
+    without nodes, and a kubeconfig with its token."""
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    role = f"{namespace}-{ACCOUNT}"
+    chart_role = rbac.read_cluster_role(RELEASE)
+    rbac.create_cluster_role({"metadata": {"name": role}, "rules": without_nodes(chart_role.rules)})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": role},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}],
+        }
+    )
+    core_v1.create_namespaced_service_account(namespace, {"metadata": {"name": ACCOUNT}})
+    try:
+        kubeconfig = service_account_kubeconfig(
+            local_cluster, core_v1, namespace, ACCOUNT, tmp_path
+        )
+        yield kubeconfig, rbac, role
+    finally:
+        rbac.delete_cluster_role_binding(role)
+        rbac.delete_cluster_role(role)
+
+
+def scraped(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def promtool_test_of_the_scrape(
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float], folder: Path
+) -> Path:
+    """A `promtool test rules` file: the watch series of the scrape, as one target's for ten
+    minutes, and the alert expected to fire for the node watch only."""
+    series = []
+    for (name, labels), value in sorted(found.items()):
+        if name in ("kubeherd_watch_listed", "kubeherd_watch_failing_seconds", "kubeherd_ready"):
+            # An empty label is no label, to Prometheus.
+            text = ",".join(f'{k}="{v}"' for k, v in (("instance", "stuck"), *labels) if v)
+            series.append({"series": f"{name}{{{text}}}", "values": f"{value:g}x10"})
+    test = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "10m", "alertname": "KubeherdWatchFailing", "exp_alerts": [
+                        {"exp_labels": {"severity": "critical", "instance": "stuck",
+                                        "resource": "nodes"},
+                         "exp_annotations": {
+                             "summary": "A kubeherd watch cannot list or keeps failing.",
+                             "description": "The nodes watch of kubeherd at stuck has not "
+                             "listed, or has kept failing, for 5 minutes: that replica is not "
+                             "Ready and does not reconcile CustomDaemonSets. Its /readyz and "
+                             "log say why.",
+                             "runbook": "docs/metrics.md, KubeherdWatchFailing"}},
+                    ]},
+                ],
+            }
+        ],
+    }  # fmt: skip
+    path = folder / "scraped.test.yaml"
+    path.write_text(yaml.safe_dump(test))
+    return path
+
+
+def test_an_operator_that_may_not_list_nodes_is_never_ready_and_says_why(
+    account_without_nodes: tuple[Path, client.RbacAuthorizationV1Api, str],
+    local_cluster: LocalCluster,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    kubeconfig, rbac, role = account_without_nodes
+    operator = OperatorProcess(
+        local_cluster,
+        name=f"readiness-{namespace}",
+        arguments=(f"--namespace={namespace}",),
+        kubeconfig=kubeconfig,
+    )
+    operator.start()
+    try:
+        # Alive (the kubelet would not restart it), but not ready, saying why.
+        assert operator.healthy()
+
+        answers: list[int] = []
+
+        def refused_four_times() -> str | None:
+            status, text = operator.readyz()
+            answers.append(status)
+            return text if "(4 failures)" in text else None
+
+        # Some seconds of retries (they back off), and never ready in between.
+        reason = eventually(refused_four_times, timeout=60, what="/readyz to say nodes fail")
+        assert set(answers) == {503}, answers
+        assert "[+]started ok" in reason
+        assert f"[+]watch pods in {namespace} ok" in reason
+        assert "[-]watch nodes: not listed yet; failing for " in reason
+        assert (
+            f'User "system:serviceaccount:{namespace}:{ACCOUNT}" cannot list resource "nodes"'
+            in (reason)
+        )
+        assert reason.endswith("readyz check failed\n")
+
+        found = scraped(operator.metrics_port)
+        nodes = (("resource", "nodes"), ("watched_namespace", ""))
+        pods = (("resource", "pods"), ("watched_namespace", namespace))
+        assert found[("kubeherd_ready", ())] == 0
+        assert found[("kubeherd_watch_listed", nodes)] == 0
+        assert found[("kubeherd_watch_failures_total", nodes)] >= 2
+        assert found[("kubeherd_watch_failing_seconds", nodes)] > 0
+        assert found[("kubeherd_watch_listed", pods)] == 1
+        assert found[("kubeherd_watch_failing_seconds", pods)] == 0
+        assert found[("kubeherd_active", ())] == 1
+
+        promtool = ensure_monitoring_binaries()["promtool"]
+        ran = subprocess.run(
+            [str(promtool), "test", "rules", str(promtool_test_of_the_scrape(found, tmp_path))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "Not ready: watch nodes: not listed yet" in operator.output()
+
+        # Allowed now: the next retry lists, and the operator turns ready without a restart.
+        allowed = copy.deepcopy(rbac.read_cluster_role(role))
+        allowed.rules.append(
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
+        )
+        rbac.replace_cluster_role(role, allowed)
+
+        def ready() -> str | None:
+            status, text = operator.readyz()
+            return text if status == 200 else None
+
+        text = eventually(ready, timeout=90, what="/readyz to turn 200")
+        assert "[+]watch nodes ok" in text
+        after = scraped(operator.metrics_port)
+        assert after[("kubeherd_ready", ())] == 1
+        assert after[("kubeherd_watch_listed", nodes)] == 1
+        assert after[("kubeherd_watch_failing_seconds", nodes)] == 0
+        assert "Ready: started, and every watch has listed and works" in operator.output()
+    finally:
+        operator.stop()
