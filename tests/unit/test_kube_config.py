@@ -366,3 +366,189 @@ def test_a_static_token_refused_is_not_retried(tmp_path: Path) -> None:
 
     asyncio.run(server.run(check))
     assert server.seen == ["Bearer wrong"]
+
+
+# Where the login comes from, as controller-runtime looks ------------------------------------
+
+
+def two_contexts(path: Path, server: str) -> Path:
+    content = kubeconfig("first", {"server": server}, {"token": "t"})
+    content["contexts"].append({"name": "second", "context": {"cluster": "first-cluster"}})
+    return write_kubeconfig(path, **content)
+
+
+@pytest.fixture
+def pod(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A service account folder and the pod's environment, with a HOME of its own."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("pod-token")
+    home = tmp_path / "home"
+    home.mkdir()
+    environ = {
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "HOME": str(home),
+    }
+    return account, environ
+
+
+def test_the_kubeconfig_flag_wins_over_kubeconfig_and_the_pod(
+    tmp_path: Path, pod: tuple[Path, dict[str, str]]
+) -> None:
+    account, environ = pod
+    flag = two_contexts(tmp_path / "flag", "https://flag:6443")
+    environ["KUBECONFIG"] = str(two_contexts(tmp_path / "env", "https://env:6443"))
+
+    login = config.load(flag, None, environ, account)
+
+    assert login.server == "https://flag:6443"
+
+
+def test_kubeconfig_wins_over_the_pods_service_account(
+    tmp_path: Path, pod: tuple[Path, dict[str, str]]
+) -> None:
+    account, environ = pod
+    environ["KUBECONFIG"] = str(two_contexts(tmp_path / "env", "https://env:6443"))
+
+    assert config.load(None, None, environ, account).server == "https://env:6443"
+
+
+def test_the_pods_service_account_wins_over_the_home_kubeconfig(
+    pod: tuple[Path, dict[str, str]],
+) -> None:
+    account, environ = pod
+    (Path(environ["HOME"]) / ".kube").mkdir()
+    two_contexts(Path(environ["HOME"]) / ".kube" / "config", "https://home:6443")
+
+    assert config.load(None, None, environ, account).server == "https://10.96.0.1:443"
+
+
+def test_outside_a_pod_the_home_kubeconfig_is_used(pod: tuple[Path, dict[str, str]]) -> None:
+    account, environ = pod
+    (Path(environ["HOME"]) / ".kube").mkdir()
+    two_contexts(Path(environ["HOME"]) / ".kube" / "config", "https://home:6443")
+    del environ["KUBERNETES_SERVICE_HOST"]
+
+    assert config.load(None, None, environ, account).server == "https://home:6443"
+
+
+def test_a_context_is_picked_by_name(tmp_path: Path, pod: tuple[Path, dict[str, str]]) -> None:
+    account, environ = pod
+    flag = two_contexts(tmp_path / "flag", "https://flag:6443")
+
+    assert config.load(flag, "second", environ, account).source.startswith("context 'second'")
+    with pytest.raises(ConfigError, match="context 'third' is not in"):
+        config.load(flag, "third", environ, account)
+
+
+def test_a_context_in_a_pod_without_a_kubeconfig_is_refused(
+    pod: tuple[Path, dict[str, str]],
+) -> None:
+    account, environ = pod
+
+    with pytest.raises(ConfigError, match="context 'second' needs a kubeconfig"):
+        config.load(None, "second", environ, account)
+
+
+# What kubectl honours is honoured, or refused at start ---------------------------------------
+
+
+def user_login(tmp_path: Path, user: dict[str, Any], **cluster: Any) -> Login:
+    content = kubeconfig("c", {"server": "https://10.0.0.1:6443", **cluster}, user)
+    return config.from_kubeconfig(write_kubeconfig(tmp_path / "config", **content))
+
+
+def test_impersonation_is_read_from_the_user(tmp_path: Path) -> None:
+    login = user_login(
+        tmp_path,
+        {
+            "token": "t",
+            "as": "jane",
+            "as-uid": "42",
+            "as-groups": ["devs", "oncall"],
+            "as-user-extra": {"reason": ["rollback"], "scopes": ["a", "b"]},
+        },
+    )
+
+    assert (
+        login.impersonate_user,
+        login.impersonate_uid,
+        login.impersonate_groups,
+        login.impersonate_extra,
+    ) == ("jane", "42", ("devs", "oncall"), (("reason", ("rollback",)), ("scopes", ("a", "b"))))
+
+
+def test_a_socks_proxy_url_is_refused_at_start(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"proxy-url 'socks5://bastion:1080'.* not SOCKS"):
+        user_login(tmp_path, {"token": "t"}, **{"proxy-url": "socks5://bastion:1080"})
+
+
+def test_a_client_certificate_without_its_key_is_refused(tmp_path: Path) -> None:
+    data = base64.b64encode(b"CERT").decode()
+    with pytest.raises(ConfigError, match="needs both client-certificate and client-key"):
+        user_login(tmp_path, {"client-certificate-data": data})
+
+
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        ({"apiVersion": "client.authentication.k8s.io/v1alpha1"}, "v1alpha1' is not supported"),
+        ({"interactiveMode": "Always"}, "needs an interactive terminal"),
+    ],
+)
+def test_an_exec_plugin_kubeherd_cannot_run_is_refused_at_start(
+    tmp_path: Path, plugin: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        user_login(tmp_path, {"exec": {"command": "aws", **plugin}})
+
+
+def test_an_exec_plugin_asking_for_cluster_info_gets_the_cluster(tmp_path: Path) -> None:
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        "import os, pathlib\n"
+        f"pathlib.Path({str(tmp_path / 'info')!r}).write_text(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        'print(\'{"kind": "ExecCredential", "status": {"token": "t"}}\')\n'
+    )
+    login = user_login(
+        tmp_path,
+        {
+            "exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                "command": sys.executable,
+                "args": [str(script)],
+                "provideClusterInfo": True,
+            }
+        },
+        **{
+            "tls-server-name": "kube.test",
+            "extensions": [
+                {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "x"}}
+            ],
+        },
+    )
+    assert login.exec_plugin is not None
+
+    asyncio.run(exec_credential(login.exec_plugin))
+
+    spec = json.loads((tmp_path / "info").read_text())["spec"]
+    assert spec["cluster"] == {
+        "server": "https://10.0.0.1:6443",
+        "tls-server-name": "kube.test",
+        "insecure-skip-tls-verify": False,
+        "certificate-authority-data": "",
+        "proxy-url": "",
+        "disable-compression": False,
+        "config": {"audience": "x"},
+    }
+
+
+def test_an_exec_plugin_not_installed_says_how_to_install_it(tmp_path: Path) -> None:
+    plugin = ExecPlugin(
+        command=str(tmp_path / "gke-gcloud-auth-plugin"),
+        install_hint="Install gke-gcloud-auth-plugin with gcloud components install",
+    )
+
+    with pytest.raises(ConfigError, match=r"could not be started: .*gcloud components install"):
+        asyncio.run(exec_credential(plugin))

@@ -1,6 +1,10 @@
 """Where the API server is and how to log in: the pod's service account, or a kubeconfig read
 as kubectl reads it (KUBECONFIG's files merged, the current or a named context).
 
+What kubectl honours in a kubeconfig is either honoured here or refused with a ConfigError that
+says so: never silently dropped, since a dropped field (an impersonation, a client certificate)
+changes who the requests run as.
+
 kubeherd has its own loader rather than a client library's: a generated client's modules
 were most of kubeherd's start-up memory, for models it never used (docs/benchmarks.md).
 """
@@ -10,7 +14,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,11 @@ class ExecPlugin:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     api_version: str = "client.authentication.k8s.io/v1"
+    # Shown when the command cannot be run: how to install it (gcloud, aws, kubelogin).
+    install_hint: str = ""
+    # provideClusterInfo: the cluster, as KUBERNETES_EXEC_INFO's spec.cluster, which plugins
+    # such as GKE's read to know which cluster they log in to. None: not asked for.
+    cluster_info: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -54,19 +63,44 @@ class Login:
     proxy_url: str | None = None
     # The context's namespace (kubectl's default for commands without -n).
     namespace: str | None = None
+    # Impersonation (the user's `as`, `as-uid`, `as-groups`, `as-user-extra`): the API server
+    # acts as this identity, if the logged-in one may impersonate it.
+    impersonate_user: str | None = None
+    impersonate_uid: str | None = None
+    impersonate_groups: tuple[str, ...] = ()
+    impersonate_extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Where it came from, for messages.
     source: str = ""
 
 
-def load() -> Login:
-    """The operator's login: the pod's service account when in a pod, else the kubeconfig."""
-    try:
-        return in_cluster()
-    except ConfigError as not_in_pod:
+def load(
+    kubeconfig: str | Path | None = None,
+    context: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+    account: Path | None = None,
+) -> Login:
+    """The operator's login, looked for as controller-runtime looks: the kubeconfig named
+    (`--kubeconfig`), else KUBECONFIG's files, else the pod's service account, else
+    ~/.kube/config. A named context is a kubeconfig's, so it skips the service account."""
+    if kubeconfig:
+        return from_kubeconfig(kubeconfig, context, environ)
+    if environ.get("KUBECONFIG"):
+        return from_kubeconfig(None, context, environ)
+    not_in_pod = ""
+    if context is None:
         try:
-            return from_kubeconfig()
-        except ConfigError as no_kubeconfig:
-            raise ConfigError(f"{no_kubeconfig}; and not in a pod: {not_in_pod}") from None
+            return in_cluster(account or SERVICE_ACCOUNT, environ)
+        except ConfigError as error:
+            not_in_pod = f"; and not in a pod: {error}"
+    try:
+        return from_kubeconfig(None, context, environ)
+    except ConfigError as no_kubeconfig:
+        if context is not None:
+            raise ConfigError(
+                f"context {context!r} needs a kubeconfig (--kubeconfig or KUBECONFIG): "
+                f"{no_kubeconfig}"
+            ) from None
+        raise ConfigError(f"{no_kubeconfig}{not_in_pod}") from None
 
 
 def in_cluster(account: Path = SERVICE_ACCOUNT, environ: Mapping[str, str] = os.environ) -> Login:
@@ -91,7 +125,10 @@ def in_cluster(account: Path = SERVICE_ACCOUNT, environ: Mapping[str, str] = os.
 
 def kubeconfig_paths(environ: Mapping[str, str] = os.environ) -> list[Path]:
     listed = [part for part in environ.get("KUBECONFIG", "").split(os.pathsep) if part]
-    return [Path(part) for part in listed] if listed else [Path.home() / ".kube" / "config"]
+    if listed:
+        return [Path(part) for part in listed]
+    home = environ.get("HOME")
+    return [(Path(home) if home else Path.home()) / ".kube" / "config"]
 
 
 def from_kubeconfig(
@@ -122,23 +159,86 @@ def from_kubeconfig(
     if not server:
         raise ConfigError(f"cluster {context_body.get('cluster')!r} has no server")
     token_file = user.get("tokenFile")
-    insecure = _insecure_skip_tls_verify(cluster, context_body.get("cluster"))
+    cluster_name, user_name = context_body.get("cluster"), context_body.get("user")
+    insecure = _insecure_skip_tls_verify(cluster, cluster_name)
+    ca_pem = _data_or_file(cluster, "certificate-authority", cluster_dir)
+    certificate = _data_or_file(user, "client-certificate", user_dir)
+    key = _data_or_file(user, "client-key", user_dir)
+    if bool(certificate) != bool(key):
+        raise ConfigError(
+            f"user {user_name!r}: a client certificate needs both client-certificate and client-key"
+        )
+    proxy_url = str(cluster.get("proxy-url") or "") or None
+    if proxy_url is not None:
+        check_proxy_url(proxy_url, f"cluster {cluster_name!r}: proxy-url")
+    cluster_info = {
+        "server": server,
+        "tls-server-name": cluster.get("tls-server-name") or "",
+        "insecure-skip-tls-verify": insecure,
+        "certificate-authority-data": base64.b64encode(ca_pem).decode() if ca_pem else "",
+        "proxy-url": proxy_url or "",
+        "disable-compression": bool(cluster.get("disable-compression")),
+    }
+    extension = _exec_extension(cluster.get("extensions"))
+    if extension is not None:
+        cluster_info["config"] = extension
     return Login(
         server=server,
-        ca_pem=_data_or_file(cluster, "certificate-authority", cluster_dir),
+        ca_pem=ca_pem,
         insecure=insecure,
         tls_server_name=cluster.get("tls-server-name") or None,
-        client_certificate_pem=_data_or_file(user, "client-certificate", user_dir),
-        client_key_pem=_data_or_file(user, "client-key", user_dir),
+        client_certificate_pem=certificate,
+        client_key_pem=key,
         token=user.get("token") or _auth_provider_token(user) or None,
         token_file=user_dir / token_file if token_file else None,
         username=user.get("username") or None,
         password=user.get("password") or None,
-        exec_plugin=_exec_plugin(user.get("exec"), user_dir),
-        proxy_url=cluster.get("proxy-url") or None,
+        exec_plugin=_exec_plugin(user.get("exec"), user_dir, cluster_info),
+        proxy_url=proxy_url,
         namespace=context_body.get("namespace") or None,
+        impersonate_user=_text(user.get("as")),
+        impersonate_uid=_text(user.get("as-uid")),
+        impersonate_groups=tuple(str(group) for group in user.get("as-groups") or ()),
+        impersonate_extra=_impersonate_extra(user.get("as-user-extra"), user_name),
         source=f"context {name!r} of {merged['files']}",
     )
+
+
+def check_proxy_url(url: str, where: str) -> None:
+    """An HTTP CONNECT proxy is what kubeherd can use; kubectl also takes SOCKS5, which must be
+    refused plainly rather than dialled as if it were HTTP."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https"):
+        raise ConfigError(
+            f"{where} {url!r}: kubeherd supports only http:// and https:// proxies "
+            "(HTTP CONNECT), not SOCKS"
+            if scheme.startswith("socks")
+            else f"{where} {url!r} must start with http:// or https://"
+        )
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+def _impersonate_extra(section: Any, user_name: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not section:
+        return ()
+    if not isinstance(section, dict):
+        raise ConfigError(f"user {user_name!r}: as-user-extra must map keys to lists of values")
+    extra = []
+    for key, values in section.items():
+        listed = values if isinstance(values, list) else [values]
+        extra.append((str(key), tuple(str(value) for value in listed)))
+    return tuple(extra)
+
+
+def _exec_extension(extensions: Any) -> Any:
+    """The cluster's extension for exec plugins, handed to them as spec.cluster.config."""
+    for entry in extensions or ():
+        if isinstance(entry, dict) and entry.get("name") == "client.authentication.k8s.io/exec":
+            return entry.get("extension")
+    return None
 
 
 def _read(file: Path) -> tuple[Path, Mapping[str, Any]]:
@@ -165,10 +265,10 @@ def _merge(files: list[tuple[Path, Mapping[str, Any]]]) -> dict[str, Any]:
     }
     for file, config in files:
         merged["current-context"] = merged["current-context"] or config.get("current-context")
-        for section, field in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+        for section, key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
             for entry in config.get(section) or ():
                 if isinstance(entry, dict) and entry.get("name") not in merged[section]:
-                    merged[section][entry.get("name")] = (entry.get(field) or {}, file.parent)
+                    merged[section][entry.get("name")] = (entry.get(key) or {}, file.parent)
     return merged
 
 
@@ -229,12 +329,28 @@ def _auth_provider_token(user: Mapping[str, Any]) -> str:
     return str(config.get("id-token") or config.get("access-token") or "")
 
 
-def _exec_plugin(section: Any, folder: Path) -> ExecPlugin | None:
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+
+
+def _exec_plugin(section: Any, folder: Path, cluster_info: Mapping[str, Any]) -> ExecPlugin | None:
     if not section:
         return None
     command = str(section.get("command") or "")
     if not command:
         raise ConfigError("the user's exec plugin names no command")
+    api_version = str(section.get("apiVersion") or ExecPlugin.api_version)
+    if api_version not in EXEC_API_VERSIONS:
+        raise ConfigError(
+            f"exec plugin {Path(command).name}: apiVersion {api_version!r} is not supported "
+            f"(use one of {', '.join(EXEC_API_VERSIONS)})"
+        )
+    # kubeherd runs plugins with no terminal, as a pod would: one that must ask the user
+    # cannot log in, so it is refused at start rather than at its first prompt.
+    if section.get("interactiveMode") == "Always":
+        raise ConfigError(
+            f"exec plugin {Path(command).name} needs an interactive terminal "
+            "(interactiveMode: Always), which kubeherd never has"
+        )
     # A relative command with a slash is relative to the kubeconfig, as kubectl has it.
     if os.sep in command and not Path(command).is_absolute():
         command = str(folder / command)
@@ -244,5 +360,7 @@ def _exec_plugin(section: Any, folder: Path) -> ExecPlugin | None:
         env=tuple(
             (str(pair.get("name")), str(pair.get("value", ""))) for pair in section.get("env") or ()
         ),
-        api_version=str(section.get("apiVersion") or ExecPlugin.api_version),
+        api_version=api_version,
+        install_hint=str(section.get("installHint") or ""),
+        cluster_info=dict(cluster_info) if section.get("provideClusterInfo") else None,
     )
