@@ -1,9 +1,10 @@
 """The shared API client: every write kubeherd makes goes through here.
 
 Writes pass a semaphore (requests in flight) and, if the user sets --qps, a token bucket. The
-API server's priority and fairness paces them among its other clients; a throttled write (429)
-waits for the server's Retry-After and goes again. So a rollout to thousands of nodes goes as fast
-as the server allows, and never has more than a few requests of the server's capacity at once.
+API server's priority and fairness paces them among its other clients; a throttled request (429,
+or a 5xx with Retry-After), read or write, waits for the server's Retry-After and goes again.
+So a rollout to thousands of nodes goes as fast as the server allows, and never has more than
+a few requests of the server's capacity at once.
 Responses are read as JSON and dropped: deserialising every created pod into generated model
 classes would cost CPU and memory for nothing.
 """
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from kubeherd.kube import config
-from kubeherd.kube.http import ApiSession
+from kubeherd.kube.http import FIELD_MANAGER, ApiSession
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
 from kubeherd.metrics.health import API_REQUESTS, API_RETRIES, request_verb
@@ -41,9 +42,9 @@ from kubeherd.names import (
 logger = logging.getLogger(__name__)
 
 REPORTING_COMPONENT = "kubeherd"
-FIELD_MANAGER = "kubeherd"
 APPLY_PATCH = "application/apply-patch+yaml"
-# A write throttled (429) is sent again after the server's Retry-After, at most this many times.
+# A request throttled (429, or 5xx with Retry-After) is sent again after the server's
+# Retry-After, at most this many times.
 MAX_THROTTLED_ATTEMPTS = 10
 MAX_RETRY_AFTER = 30.0
 # A request, a listing page, and a watch (which the API server ends after WATCH_SECONDS; a read
@@ -220,10 +221,8 @@ class Kube:
 
     @classmethod
     def connect(cls, limits: WriteLimits, login: config.Login | None = None) -> Kube:
-        """Log in as the operator's pod would (in-cluster), else with KUBECONFIG / ~/.kube."""
-        # As many connections as concurrent writes, plus reads and the watches (one each).
-        pool_size = max(limits.max_concurrent, 4) + 32
-        return cls(ApiSession(login or config.load(), pool_size), limits)
+        """A client with its own transport (the CLI's): `login`, else as config.load finds it."""
+        return cls(ApiSession(login or config.load(), pool_size(limits)), limits)
 
     @property
     def server_url(self) -> str:
@@ -253,7 +252,12 @@ class Kube:
                 data = _encode(body)
                 try:
                     response = await self._call(
-                        method, path, query=query, data=data, content_type=content_type
+                        method,
+                        path,
+                        query=query,
+                        data=data,
+                        content_type=content_type,
+                        wait_when_throttled=False,
                     )
                     try:
                         answer = await response.read()
@@ -263,7 +267,7 @@ class Kube:
                     return Outcome(status=0, message=f"request failed: {error}")
                 finally:
                     del data
-            if response.status == 429 and attempt + 1 < MAX_THROTTLED_ATTEMPTS:
+            if throttled(response) and attempt + 1 < MAX_THROTTLED_ATTEMPTS:
                 API_RETRIES.labels(request_verb(method, path, query), "throttled").inc()
                 # Throttled by the server's priority and fairness: wait as long as it asks,
                 # outside the write slots, then send the same request again.
@@ -305,21 +309,33 @@ class Kube:
         data: bytes | None = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
+        wait_when_throttled: bool = True,
     ) -> aiohttp.ClientResponse:
-        """A request to any path, answered with the raw response (for _read and _write)."""
+        """A request to any path, answered with the raw response (for _read and _write). A
+        throttled one is sent again after the server's Retry-After, unless the caller does
+        that itself (writes wait outside their slots)."""
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = content_type
         verb = request_verb(method, path, query)
-        try:
-            response = await self._session.request(
-                method, path, query=query, headers=headers, data=data, timeout=timeout
-            )
-        except Exception:
-            API_REQUESTS.labels(verb, "error").inc()
-            raise
-        API_REQUESTS.labels(verb, str(response.status)).inc()
-        return response
+        attempt = 1
+        while True:
+            try:
+                response = await self._session.request(
+                    method, path, query=query, headers=headers, data=data, timeout=timeout
+                )
+            except Exception:
+                API_REQUESTS.labels(verb, "error").inc()
+                raise
+            API_REQUESTS.labels(verb, str(response.status)).inc()
+            if not (wait_when_throttled and throttled(response)):
+                return response
+            if attempt >= MAX_THROTTLED_ATTEMPTS:
+                return response
+            response.release()
+            API_RETRIES.labels(verb, "throttled").inc()
+            await asyncio.sleep(retry_after(response.headers.get("Retry-After")))
+            attempt += 1
 
     async def patch_object(
         self,
@@ -596,6 +612,19 @@ class Kube:
         )
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
+
+
+def pool_size(limits: WriteLimits, namespaces: int = 1) -> int:
+    """Connections to the API server: as many as writes in flight, plus reads, plus a watch
+    each of kubeherd's and Kopf's per namespace watched."""
+    return max(limits.max_concurrent, 4) + 32 + 8 * max(namespaces, 1)
+
+
+def throttled(response: Any) -> bool:
+    """The API server asks to be asked again later: 429 (priority and fairness), or a 5xx with
+    Retry-After (a server starting, or shutting down gracefully)."""
+    status = int(response.status)
+    return status == 429 or (status >= 500 and "Retry-After" in response.headers)
 
 
 def retry_after(header: str | None) -> float:

@@ -1,8 +1,15 @@
-"""HTTP to the API server with a Login: TLS, the credentials and their renewal.
+"""HTTP to the API server with a Login: one connection pool, TLS, the proxy, the credentials and
+their renewal, for kubeherd's requests and Kopf's alike.
+
+The rules live in an aiohttp client middleware, and every session to the API server (kubeherd's
+own, and each one handed to Kopf at login) is made on the same connector with that middleware.
+So the two halves of the operator cannot log in differently: where one could reach the API
+server and the other not, the operator looked healthy while its watches waited forever.
 
 A bearer token read from a file is read again when the file changes (a pod's service account
 token is rotated while it runs); an exec plugin's credential is asked for again when it expires
-or when the API server answers 401.
+or when the API server answers 401, and a client certificate it returns is used for new
+connections from then on.
 """
 
 from __future__ import annotations
@@ -14,18 +21,23 @@ import datetime
 import json
 import logging
 import os
+import platform
 import ssl
+import sys
 import tempfile
 import time
-import urllib.request
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
+import kubeherd
 from kubeherd.kube.config import ConfigError, ExecPlugin, Login
+from kubeherd.kube.proxy import ProxyRules
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +46,27 @@ RENEW_BEFORE_EXPIRY = 60.0
 EXEC_TIMEOUT = 60.0
 # As kubectl sets it: a watch event may carry an object of up to 1.5 MiB.
 READ_BUFFER = 2**21
+# The manager of the fields kubeherd writes (managedFields, audit logs, SSA conflicts).
+FIELD_MANAGER = "kubeherd"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# Go's names for machines, which the User-Agents of Kubernetes clients use.
+GO_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "i686": "386"}
+# Characters a header name may hold besides letters and digits; others in an impersonated
+# extra's key are percent-encoded, as the API server decodes them.
+HEADER_NAME_CHARACTERS = "!#$&'*+-.^_`|~"
+
+
+class CredentialError(ConfigError, aiohttp.ClientConnectionError):
+    """No credential could be had (an exec plugin failed). A ConfigError for kubeherd and its
+    CLI; a connection error for Kopf, which then backs off and tries again."""
+
+
+def user_agent() -> str:
+    """As Kubernetes clients name themselves: kubeherd/<version> (<os>/<arch>)."""
+    machine = platform.machine().lower()
+    return (
+        f"kubeherd/{kubeherd.__version__} ({sys.platform}/{GO_ARCHITECTURES.get(machine, machine)})"
+    )
 
 
 @dataclass(frozen=True)
@@ -48,9 +81,17 @@ class Credential:
 
 
 def tls_context(
-    ca_pem: bytes | None, certificate_pem: bytes | None, key_pem: bytes | None
+    ca_pem: bytes | None,
+    certificate_pem: bytes | None,
+    key_pem: bytes | None,
+    insecure: bool = False,
 ) -> ssl.SSLContext:
+    """The TLS of a connection to the API server. Insecure turns off the server's check only:
+    the client certificate is still presented, as kubectl does."""
     context = ssl.create_default_context(cadata=ca_pem.decode() if ca_pem else None)
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     if certificate_pem and key_pem:
         # The ssl module loads a client certificate from files only: a private folder, gone
         # once loaded.
@@ -69,8 +110,10 @@ async def exec_credential(plugin: ExecPlugin) -> Credential:
     names only the command's file name; what the plugin wrote to stderr (account ids, role
     names, paths) goes to the operator's log alone."""
     name = Path(plugin.command).name
-    info = {"apiVersion": plugin.api_version, "kind": "ExecCredential"}
-    info["spec"] = {"interactive": False}  # type: ignore[assignment]
+    spec: dict[str, Any] = {"interactive": False}
+    if plugin.cluster_info is not None:
+        spec["cluster"] = dict(plugin.cluster_info)
+    info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec}
     env = {**os.environ, **dict(plugin.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
     try:
         process = await asyncio.create_subprocess_exec(
@@ -83,13 +126,18 @@ async def exec_credential(plugin: ExecPlugin) -> Credential:
         )
     except OSError as error:
         logger.warning("exec plugin %s could not be started: %s", plugin.command, error)
-        raise ConfigError(f"exec plugin {name} could not be started: {error.strerror}") from None
+        hint = f"; {plugin.install_hint.strip()}" if plugin.install_hint.strip() else ""
+        raise CredentialError(
+            f"exec plugin {name} could not be started: {error.strerror}{hint}"
+        ) from None
     try:
         output, errors = await asyncio.wait_for(process.communicate(), EXEC_TIMEOUT)
     except TimeoutError:
         process.kill()
         await process.wait()
-        raise ConfigError(f"exec plugin {name} gave no answer in {EXEC_TIMEOUT:.0f} s") from None
+        raise CredentialError(
+            f"exec plugin {name} gave no answer in {EXEC_TIMEOUT:.0f} s"
+        ) from None
     if process.returncode != 0:
         logger.warning(
             "exec plugin %s exited %d; it wrote: %s",
@@ -97,16 +145,16 @@ async def exec_credential(plugin: ExecPlugin) -> Credential:
             process.returncode,
             errors.decode(errors="replace").strip(),
         )
-        raise ConfigError(f"exec plugin {name} failed with exit code {process.returncode}")
+        raise CredentialError(f"exec plugin {name} failed with exit code {process.returncode}")
     try:
         status = json.loads(output)["status"]
     except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"exec plugin {name} wrote no ExecCredential") from None
+        raise CredentialError(f"exec plugin {name} wrote no ExecCredential") from None
     token = status.get("token")
     certificate = status.get("clientCertificateData")
     key = status.get("clientKeyData")
     if not token and not (certificate and key):
-        raise ConfigError(f"exec plugin {name} gave neither a token nor a certificate")
+        raise CredentialError(f"exec plugin {name} gave neither a token nor a certificate")
     return Credential(
         authorization=f"Bearer {token}" if token else None,
         certificate_pem=certificate.encode() if certificate else None,
@@ -128,28 +176,48 @@ def _timestamp(value: Any) -> float | None:
 
 
 class ApiSession:
-    """One aiohttp session to the API server, with the login's credentials on every request."""
+    """The one transport to the API server: a connection pool, and the rules every request to
+    the server follows (TLS and its server name, the proxy, the credential, impersonation, the
+    User-Agent, the field manager of writes).
 
-    def __init__(self, login: Login, pool_size: int = 20) -> None:
+    kubeherd's requests go through `request`; Kopf gets its own sessions on the same pool and
+    rules from `client_session` (it closes the one it has when it logs in again)."""
+
+    def __init__(
+        self, login: Login, pool_size: int = 20, environ: Mapping[str, str] = os.environ
+    ) -> None:
         self.login = login
         self.server_url = login.server
-        # Proxies only when the user sets them (or the kubeconfig's proxy-url): otherwise aiohttp
-        # would look for proxy variables and ~/.netrc on every request, for nothing.
-        trust_env = bool(urllib.request.getproxies_environment())
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=pool_size),
-            trust_env=trust_env,
-            read_bufsize=READ_BUFFER,
+        self._server = URL(login.server)
+        self._proxies = ProxyRules.of(login.proxy_url, environ)
+        self._tls = tls_context(
+            login.ca_pem, login.client_certificate_pem, login.client_key_pem, login.insecure
         )
-        self._tls = (
-            False
-            if login.insecure
-            else tls_context(login.ca_pem, login.client_certificate_pem, login.client_key_pem)
-        )
+        self._impersonation = impersonation_headers(login)
+        self._user_agent = user_agent()
+        self._connector = aiohttp.TCPConnector(limit=pool_size)
         self._credential: Credential | None = None
-        self._credential_tls: ssl.SSLContext | bool = self._tls
+        self._credential_tls = self._tls
         self._token_file_stamp: tuple[int, int] | None = None
         self._renewing = asyncio.Lock()
+        self._session = self.client_session()
+
+    def client_session(self) -> aiohttp.ClientSession:
+        """A session on the shared pool, with the shared rules; closing it leaves the pool."""
+        return aiohttp.ClientSession(
+            connector=self._connector,
+            connector_owner=False,
+            middlewares=(self._to_api_server,),
+            headers={"User-Agent": self._user_agent},
+            # The proxy is decided by the middleware, from the environment read at start:
+            # aiohttp's own reading would ignore NO_PROXY's CIDRs, and read ~/.netrc.
+            trust_env=False,
+            read_bufsize=READ_BUFFER,
+        )
+
+    async def authenticate(self) -> None:
+        """Get the credential now (run the exec plugin), so that a failure shows at login."""
+        await self._current()
 
     async def request(
         self,
@@ -161,50 +229,96 @@ class ApiSession:
         data: bytes | None = None,
         timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        """Send the request; the caller reads and releases the response. A 401 with a
-        credential that can be renewed is renewed and sent once more."""
+        """Send the request; the caller reads and releases the response."""
+        return await self._session.request(
+            method,
+            self.server_url + path,
+            params=query or None,
+            headers=headers,
+            data=data,
+            timeout=timeout,
+        )
+
+    async def close(self) -> None:
+        await self._session.close()
+        await self._connector.close()
+
+    async def _to_api_server(
+        self, request: aiohttp.ClientRequest, send: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        """The middleware: the rules, for requests to the API server. A response 401 to a
+        credential that can be renewed has it renewed, and the request sent once more."""
+        if request.url.origin() != self._server.origin():
+            # Followed a redirect elsewhere: no credential goes with it.
+            return await send(request)
+        self._route(request)
         for attempt in (1, 2):
             credential, tls = await self._current()
-            request_headers = dict(headers or {})
-            if credential.authorization:
-                request_headers["Authorization"] = credential.authorization
-            response = await self._session.request(
-                method,
-                self.server_url + path,
-                params=query or None,
-                headers=request_headers,
-                data=data,
-                ssl=tls,
-                server_hostname=self.login.tls_server_name,
-                proxy=self.login.proxy_url,
-                timeout=timeout,
-            )
+            self._authorize(request, credential, tls)
+            response = await send(request)
             if response.status == 401 and attempt == 1 and self._renewable:
                 response.release()
-                self._credential = None
+                self._forget(credential)
                 continue
             return response
         raise AssertionError("unreachable")
 
-    async def close(self) -> None:
-        await self._session.close()
+    def _route(self, request: aiohttp.ClientRequest) -> None:
+        url = request.url
+        proxy = self._proxies.proxy_for(url.scheme, url.host or "", url.explicit_port)
+        if proxy is not None:
+            proxy_url = URL(proxy)
+            auth = (
+                aiohttp.BasicAuth(proxy_url.user, proxy_url.password or "")
+                if proxy_url.user
+                else None
+            )
+            request.update_proxy(proxy_url.with_user(None), auth, None)
+        else:
+            request.update_proxy(None, None, None)
+        if self.login.tls_server_name:
+            request.server_hostname = self.login.tls_server_name
+        if request.method in WRITE_METHODS and "fieldManager" not in url.query:
+            request.url = url.extend_query(fieldManager=FIELD_MANAGER)
+
+    def _authorize(
+        self, request: aiohttp.ClientRequest, credential: Credential, tls: ssl.SSLContext
+    ) -> None:
+        headers = request.headers
+        if credential.authorization:
+            headers["Authorization"] = credential.authorization
+        for name, value in self._impersonation:
+            if value not in headers.getall(name, ()):
+                headers.add(name, value)
+        if request.is_ssl():
+            # Kopf's calls pass no TLS context, and the pool's own would not follow a renewed
+            # client certificate: the request's is set here, which also keys the pooled
+            # connections by it, so that a new certificate gets new connections.
+            request._ssl = tls
 
     @property
     def _renewable(self) -> bool:
         return self.login.exec_plugin is not None or self.login.token_file is not None
 
-    async def _current(self) -> tuple[Credential, ssl.SSLContext | bool]:
+    def _forget(self, credential: Credential) -> None:
+        # Only the credential refused: a concurrent request may have renewed it already.
+        if self._credential is credential:
+            self._credential = None
+
+    async def _current(self) -> tuple[Credential, ssl.SSLContext]:
         async with self._renewing:
             if self._credential is None or self._stale(self._credential):
-                self._credential = await self._renew()
+                credential = await self._renew()
                 self._credential_tls = self._tls
-                if self._credential.certificate_pem and self._tls is not False:
+                if credential.certificate_pem:
                     self._credential_tls = await asyncio.to_thread(
                         tls_context,
                         self.login.ca_pem,
-                        self._credential.certificate_pem,
-                        self._credential.key_pem,
+                        credential.certificate_pem,
+                        credential.key_pem,
+                        self.login.insecure,
                     )
+                self._credential = credential
             return self._credential, self._credential_tls
 
     def _stale(self, credential: Credential) -> bool:
@@ -228,9 +342,14 @@ class ApiSession:
                 return credential
             return dataclasses.replace(credential, expires=credential.expires - RENEW_BEFORE_EXPIRY)
         if login.token_file is not None:
-            stat = login.token_file.stat()
+            try:
+                stat = login.token_file.stat()
+                token = login.token_file.read_text().strip()
+            except OSError as error:
+                raise CredentialError(
+                    f"cannot read the token file {login.token_file}: {error.strerror}"
+                ) from None
             self._token_file_stamp = (stat.st_mtime_ns, stat.st_ino)
-            token = login.token_file.read_text().strip()
             return Credential(f"Bearer {token}", None, None)
         if login.token:
             return Credential(f"Bearer {login.token}", None, None)
@@ -238,3 +357,29 @@ class ApiSession:
             pair = f"{login.username}:{login.password or ''}".encode()
             return Credential(f"Basic {base64.b64encode(pair).decode()}", None, None)
         return Credential(None, None, None)
+
+
+def check_login(login: Login, environ: Mapping[str, str] = os.environ) -> None:
+    """ConfigError for what ApiSession would refuse (a SOCKS proxy, impersonation without a
+    user), without opening anything: for a CLI to say at start."""
+    ProxyRules.of(login.proxy_url, environ)
+    impersonation_headers(login)
+
+
+def impersonation_headers(login: Login) -> tuple[tuple[str, str], ...]:
+    """The Impersonate-* headers of the login's `as`, `as-uid`, `as-groups`, `as-user-extra`."""
+    if login.impersonate_user is None:
+        if login.impersonate_uid or login.impersonate_groups or login.impersonate_extra:
+            # The API server refuses these without a user; say so at start instead.
+            raise ConfigError(
+                f"{login.source}: as-uid, as-groups and as-user-extra need `as` (a user name)"
+            )
+        return ()
+    headers = [("Impersonate-User", login.impersonate_user)]
+    if login.impersonate_uid:
+        headers.append(("Impersonate-Uid", login.impersonate_uid))
+    headers += [("Impersonate-Group", group) for group in login.impersonate_groups]
+    for key, values in login.impersonate_extra:
+        name = "Impersonate-Extra-" + urllib.parse.quote(key, safe=HEADER_NAME_CHARACTERS)
+        headers += [(name, value) for value in values]
+    return tuple(headers)

@@ -16,8 +16,8 @@ API_REQUESTS = Counter(
 )
 API_RETRIES = Counter(
     "kubeherd_api_retries",
-    "Writes sent again: 'throttled' after a 429 and its Retry-After, 'lost_answer' after a "
-    "create whose answer never came, 'name_taken' for a pod name another pod had.",
+    "Requests sent again: 'throttled' after a 429 (or a 5xx) and its Retry-After, 'lost_answer' "
+    "after a create whose answer never came, 'name_taken' for a pod name another pod had.",
     ["verb", "reason"],
     registry=None,
 )

@@ -1,0 +1,305 @@
+"""The one transport to the API server: kubeherd's requests and the sessions handed to Kopf
+follow the same rules (User-Agent, field manager, impersonation, proxy), on the same
+connections, against a loopback HTTP server that records what it was sent."""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+import kubeherd
+from kubeherd.kube import client as kube_client
+from kubeherd.kube.client import Kind, Kube, WriteLimits
+from kubeherd.kube.config import ConfigError, Login
+from kubeherd.kube.http import ApiSession
+
+CONFIGMAPS = Kind("/api/v1", "configmaps", "ConfigMap")
+TIMEOUT = aiohttp.ClientTimeout(total=10)
+
+
+@dataclass
+class Seen:
+    method: str
+    # The request target as sent: the path, or a whole URL when sent to a proxy.
+    target: str
+    headers: dict[str, list[str]]
+    query: dict[str, str]
+
+
+@dataclass
+class RecordingServer:
+    """Answers every request with the next of `answers` (status, headers), then 200 {}."""
+
+    answers: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            headers.setdefault(name.lower(), []).append(value)
+        # Which client connection it came on: its address and port.
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        headers["x-peer"] = [str(peer)]
+        self.seen.append(Seen(request.method, request.raw_path, headers, dict(request.url.query)))
+        status, extra = self.answers.pop(0) if self.answers else (200, {})
+        return web.json_response({"metadata": {}, "items": []}, status=status, headers=extra)
+
+
+async def serving(server: RecordingServer, check: Callable[[str], Awaitable[None]]) -> None:
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", server.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        await check(f"http://127.0.0.1:{port}")
+    finally:
+        await runner.cleanup()
+
+
+def run(server: RecordingServer, login: Callable[[str], Login], exercise: Any) -> None:
+    """`exercise(kube, kopf_session, url)` against the server, through one transport."""
+
+    async def check(url: str) -> None:
+        transport = ApiSession(login(url))
+        kopf_session = transport.client_session()
+        try:
+            await exercise(Kube(transport, WriteLimits()), kopf_session, url)
+        finally:
+            await kopf_session.close()
+            await transport.close()
+
+    asyncio.run(serving(server, check))
+
+
+async def kopf_request(session: aiohttp.ClientSession, method: str, url: str) -> int:
+    """A request as Kopf makes one: a whole URL, a JSON body for writes, no TLS arguments."""
+    payload: dict[str, Any] | None = (
+        {"metadata": {}} if method in ("POST", "PATCH", "PUT") else None
+    )
+    async with session.request(method, url, json=payload, timeout=TIMEOUT) as response:
+        return response.status
+
+
+def test_every_request_of_both_halves_names_kubeherd_as_its_user_agent() -> None:
+    server = RecordingServer()
+
+    async def exercise(kube: Kube, kopf_session: aiohttp.ClientSession, url: str) -> None:
+        await kube.get_object(CONFIGMAPS, "default", "x")
+        await kopf_request(kopf_session, "GET", f"{url}/api/v1/namespaces")
+
+    run(server, lambda url: Login(server=url), exercise)
+
+    machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    expected = f"kubeherd/{kubeherd.__version__} (linux/{machine})"
+    assert [seen.headers["user-agent"] for seen in server.seen] == [[expected], [expected]]
+
+
+def test_every_write_names_kubeherd_as_its_field_manager_unless_it_names_one() -> None:
+    server = RecordingServer()
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+
+    async def exercise(kube: Kube, kopf_session: aiohttp.ClientSession, url: str) -> None:
+        await kube.create_object(CONFIGMAPS, manifest)
+        await kube.replace_object(CONFIGMAPS, manifest)
+        await kube.patch_object(CONFIGMAPS, "default", "x", [{"op": "test", "path": "/a"}])
+        await kube.patch_status("customdaemonsets", "default", "x", {"ready": 1})
+        await kube.json_patch("customdaemonsets", "default", "x", [])
+        await kube.create_controller_revision("default", {"metadata": {"name": "r"}})
+        await kube.patch_controller_revision("default", "r", {"revision": 2})
+        await kube.create_pod("default", {"metadata": {"name": "p"}})
+        await kube.apply(manifest)
+        await kube.delete_pod("default", "p", "uid")
+        await kube.get_object(CONFIGMAPS, "default", "x")
+        await kopf_request(kopf_session, "PATCH", f"{url}/api/v1/namespaces/default/pods/p")
+        await kopf_request(kopf_session, "POST", f"{url}/api/v1/namespaces/default/events")
+
+    run(server, lambda url: Login(server=url), exercise)
+
+    assert [(seen.method, seen.query.get("fieldManager")) for seen in server.seen] == [
+        ("POST", "kubeherd"),
+        ("PUT", "kubeherd"),
+        ("PATCH", "kubeherd"),
+        ("PATCH", "kubeherd"),
+        ("PATCH", "kubeherd"),
+        ("POST", "kubeherd"),
+        ("PATCH", "kubeherd"),
+        ("POST", "kubeherd"),
+        ("PATCH", "kubeherd"),  # server-side apply names it itself, once
+        ("DELETE", None),
+        ("GET", None),
+        ("PATCH", "kubeherd"),
+        ("POST", "kubeherd"),
+    ]
+    assert server.seen[8].target.count("fieldManager") == 1
+
+
+def test_an_impersonating_login_sends_who_it_acts_as_from_both_halves() -> None:
+    server = RecordingServer()
+
+    def login(url: str) -> Login:
+        return Login(
+            server=url,
+            token="admin",
+            impersonate_user="jane",
+            impersonate_uid="42",
+            impersonate_groups=("devs", "oncall"),
+            impersonate_extra=(("reason/why", ("rollback",)),),
+        )
+
+    async def exercise(kube: Kube, kopf_session: aiohttp.ClientSession, url: str) -> None:
+        await kube.get_object(CONFIGMAPS, "default", "x")
+        await kopf_request(kopf_session, "GET", f"{url}/api/v1/namespaces")
+
+    run(server, login, exercise)
+
+    for seen in server.seen:
+        assert (
+            seen.headers["authorization"],
+            seen.headers["impersonate-user"],
+            seen.headers["impersonate-uid"],
+            seen.headers["impersonate-group"],
+            seen.headers["impersonate-extra-reason%2fwhy"],
+        ) == (["Bearer admin"], ["jane"], ["42"], ["devs", "oncall"], ["rollback"])
+    assert len(server.seen) == 2
+
+
+def test_impersonation_fields_without_a_user_are_refused() -> None:
+    with pytest.raises(ConfigError, match="need `as`"):
+        ApiSession(Login(server="https://kube.test", impersonate_groups=("devs",)))
+
+
+@pytest.fixture
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    delays: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        # aiohttp's own zero-second yields are not waits.
+        if seconds:
+            delays.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return delays
+
+
+def test_reads_wait_as_a_throttling_server_asks_then_succeed(slept: list[float]) -> None:
+    server = RecordingServer(
+        answers=[
+            (429, {"Retry-After": "3"}),  # a GET
+            (503, {"Retry-After": "2"}),  # a LIST page
+            (429, {"Retry-After": "1"}),  # a watch
+        ]
+    )
+    found: list[Any] = []
+
+    async def exercise(kube: Kube, kopf_session: aiohttp.ClientSession, url: str) -> None:
+        found.append(await kube.get_object(CONFIGMAPS, "default", "x"))
+        found.append(await kube.list_objects(CONFIGMAPS, "app=x"))
+        found.append([line async for line in kube.stream_lines("/api/v1/pods", [])])
+
+    run(server, lambda url: Login(server=url), exercise)
+
+    assert slept == [3.0, 2.0, 1.0]
+    assert len(server.seen) == 6
+    assert found[0] == {"metadata": {}, "items": []}
+    assert found[1] == []
+
+
+def test_a_server_error_without_retry_after_is_not_waited_for(slept: list[float]) -> None:
+    server = RecordingServer(answers=[(500, {})])
+
+    async def exercise(kube: Kube, kopf_session: aiohttp.ClientSession, url: str) -> None:
+        with pytest.raises(kube_client.KubeError):
+            await kube.get_object(CONFIGMAPS, "default", "x")
+
+    run(server, lambda url: Login(server=url), exercise)
+
+    assert (slept, len(server.seen)) == ([], 1)
+
+
+def test_kopfs_sessions_share_kubeherds_connections_and_outlive_nothing() -> None:
+    server = RecordingServer()
+    statuses: list[int] = []
+
+    async def check(url: str) -> None:
+        transport = ApiSession(Login(server=url))
+        kube = Kube(transport, WriteLimits())
+        first = transport.client_session()
+        statuses.append(await kopf_request(first, "GET", f"{url}/api"))
+        assert first.connector is transport._connector
+        # Kopf logs in again: it closes the session it had and is given a new one.
+        await first.close()
+        second = transport.client_session()
+        statuses.append(await kopf_request(second, "GET", f"{url}/api"))
+        await kube.get_object(CONFIGMAPS, "default", "x")
+        assert second.connector is transport._connector
+        await second.close()
+        await transport.close()
+
+    asyncio.run(serving(server, check))
+
+    assert statuses == [200, 200]
+    # One keep-alive connection carried all three requests, Kopf's and kubeherd's.
+    assert len({seen.headers["x-peer"][0] for seen in server.seen}) == 1
+
+
+def test_the_kubeconfigs_proxy_url_carries_both_halves_requests() -> None:
+    # The proxy is the recording server: an HTTP proxy is sent the whole URL as the target.
+    proxy = RecordingServer()
+
+    async def check(proxy_url: str) -> None:
+        transport = ApiSession(Login(server="http://kube.test:8080", proxy_url=proxy_url))
+        kopf_session = transport.client_session()
+        try:
+            await Kube(transport, WriteLimits()).get_object(CONFIGMAPS, "default", "x")
+            await kopf_request(kopf_session, "GET", "http://kube.test:8080/api")
+        finally:
+            await kopf_session.close()
+            await transport.close()
+
+    asyncio.run(serving(proxy, check))
+
+    assert [seen.target for seen in proxy.seen] == [
+        "http://kube.test:8080/api/v1/namespaces/default/configmaps/x",
+        "http://kube.test:8080/api",
+    ]
+
+
+def test_environment_proxies_apply_to_both_halves_except_for_no_proxy_cidrs() -> None:
+    proxy = RecordingServer()
+    failures: list[type[BaseException]] = []
+
+    async def check(proxy_url: str) -> None:
+        environ = {"HTTP_PROXY": proxy_url, "NO_PROXY": "192.0.2.0/24"}
+        proxied = ApiSession(Login(server="http://kube.test:8080"), environ=environ)
+        direct = ApiSession(Login(server="http://192.0.2.1:8080"), environ=environ)
+        kopf_session = proxied.client_session()
+        try:
+            await kopf_request(kopf_session, "GET", "http://kube.test:8080/api")
+            try:
+                # Not through the proxy: straight to an address nothing answers on.
+                await direct.request(
+                    "GET", "/api", timeout=aiohttp.ClientTimeout(total=10, sock_connect=0.5)
+                )
+            except (aiohttp.ClientError, TimeoutError) as error:
+                failures.append(type(error))
+        finally:
+            await kopf_session.close()
+            await proxied.close()
+            await direct.close()
+
+    asyncio.run(serving(proxy, check))
+
+    assert [seen.target for seen in proxy.seen] == ["http://kube.test:8080/api"]
+    assert len(failures) == 1
