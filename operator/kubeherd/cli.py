@@ -31,9 +31,14 @@ def _run(options: argparse.Namespace) -> int:
     # The type of kopf.run's `identity`, which Kopf does not export.
     from kopf._core.engines.peering import Identity
 
+    from kubeherd.kube import config
+    from kubeherd.kube.http import check_login
     from kubeherd.main import Runtime  # importing it registers the handlers
     from kubeherd.peering import own_identity
 
+    # What the login cannot do (a SOCKS proxy, a missing context) is said now, once, rather
+    # than by Kopf's login retried forever.
+    check_login(config.load(options.kubeconfig, options.context), os.environ)
     kopf.configure(debug=options.debug, verbose=options.verbose)
     if not (options.debug or options.verbose):
         # Kopf logs every handler call at INFO: thousands of lines a minute on a big cluster.
@@ -41,6 +46,8 @@ def _run(options: argparse.Namespace) -> int:
     logger.info("Starting kubeherd %s", __version__)
     defaults = WriteLimits()
     operator_options = OperatorOptions(
+        kubeconfig=options.kubeconfig,
+        context=options.context,
         limits=WriteLimits(
             qps=options.qps if options.qps is not None else defaults.qps,
             burst=options.burst if options.burst is not None else defaults.burst,
@@ -291,6 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run", help="run the operator with the current kubeconfig (KUBECONFIG honoured)"
+    )
+    run.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="the kubeconfig to log in with; default: KUBECONFIG, else the pod's service "
+        "account, else ~/.kube/config",
+    )
+    run.add_argument(
+        "--context", metavar="NAME", help="the kubeconfig's context; default: its current one"
     )
     run.add_argument(
         "-n",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,8 @@ from kubeherd.daemonset.handlers import Watches
 from kubeherd.daemonset.template_check import IdentityLookup
 from kubeherd.daemonset.template_review import OperatorIdentity
 from kubeherd.kube import config
-from kubeherd.kube.client import Kind, Kube, KubeError
-from kubeherd.kube.http import exec_credential
+from kubeherd.kube.client import Kind, Kube, KubeError, pool_size
+from kubeherd.kube.http import ApiSession
 from kubeherd.metrics.auth import TokenAuthorizer
 from kubeherd.metrics.objects import (
     ObjectCollector,
@@ -78,6 +77,16 @@ class Runtime:
     # What /readyz answers: the watches report to it, the metrics read it.
     readiness: Readiness = dataclasses.field(default_factory=Readiness)
     health: HealthServer | None = None
+    transport: ApiSession | None = None
+
+    def api_session(self) -> ApiSession:
+        """The one transport to the API server, for Kopf and kubeherd alike: made by whichever
+        of the login and start-up handlers runs first (Kopf may run either first)."""
+        if self.transport is None:
+            options = self.options
+            login = config.load(options.kubeconfig, options.context)
+            self.transport = ApiSession(login, pool_size(options.limits, len(options.namespaces)))
+        return self.transport
 
     def active(self) -> bool:
         """Works (1 in kubeherd_active) or stands by: with peering, as the peering object says."""
@@ -111,38 +120,16 @@ class Runtime:
 
 
 @kopf.on.login()
-async def login(**_: Any) -> kopf.ConnectionInfo:
-    """Kopf logs in the way kubeherd's own client does (kubeherd.kube.config), so both read
-    the same login, exec plugins included."""
-    return await connection_info(config.load())
-
-
-async def connection_info(login: config.Login) -> kopf.ConnectionInfo:
-    token, certificate, key = login.token, login.client_certificate_pem, login.client_key_pem
-    expiration = None
-    if login.exec_plugin is not None:
-        credential = await exec_credential(login.exec_plugin)
-        if credential.authorization:
-            token = credential.authorization.removeprefix("Bearer ")
-        certificate = credential.certificate_pem or certificate
-        key = credential.key_pem or key
-        if credential.expires is not None:
-            expiration = datetime.datetime.fromtimestamp(credential.expires, datetime.UTC)
-    elif login.token_file is not None:
-        token = login.token_file.read_text().strip()
-    return kopf.ConnectionInfo(
-        server=login.server,
-        ca_data=login.ca_pem,
-        insecure=login.insecure or None,
-        username=login.username,
-        password=login.password,
-        scheme="Bearer" if token else None,
-        token=token,
-        certificate_data=certificate,
-        private_key_data=key,
-        default_namespace=login.namespace,
-        proxy_url=login.proxy_url,
-        expiration=expiration,
+async def login(memo: Runtime, **_: Any) -> kopf.AiohttpSession:
+    """Kopf's requests go through kubeherd's transport: a session of Kopf's own (it closes it
+    when it logs in again) on the same connections, TLS, proxy and credential renewal."""
+    transport = memo.api_session()
+    # An exec plugin that fails shows here, in Kopf's login, rather than in every watch.
+    await transport.authenticate()
+    return kopf.AiohttpSession(
+        aiohttp_session=transport.client_session(),
+        server=transport.server_url,
+        default_namespace=transport.login.namespace,
     )
 
 
@@ -153,7 +140,7 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
     if options.health_address and memo.health is None:
         # First: the kubelet's probes get an answer while the rest starts (not ready yet).
         memo.health = await serve_health(options.health_address, memo.readiness)
-    kube = Kube.connect(options.limits)
+    kube = Kube(memo.api_session(), options.limits)
     try:
         if options.peering is not None:
             memo.peering = await watch_peering(kube, options, settings.peering.clusterwide)
@@ -331,3 +318,6 @@ async def stop_operator(memo: Runtime) -> None:
         await parts.kube.close()
     if memo.health is not None:
         await memo.health.stop()
+    if memo.transport is not None:
+        # Kopf's sessions are closed after this; the connections they share are closed here.
+        await memo.transport.close()

@@ -32,6 +32,10 @@ class OperatorOptions:
     """What `kubeherd run` lets a user choose."""
 
     limits: WriteLimits = field(default_factory=WriteLimits)
+    # The login (`--kubeconfig`, `--context`): None looks as controller-runtime does
+    # (KUBECONFIG, the pod's service account, ~/.kube/config; see kubeherd.kube.config.load).
+    kubeconfig: str | None = None
+    context: str | None = None
     # Ceiling of the delay between retries when the API server refuses pod creates (quota...).
     max_create_backoff: float = MAX_CREATE_BACKOFF
     # How often each SchedulerProfile's Deployment and Lease are read for its status (seconds).
