@@ -26,19 +26,24 @@ logger = logging.getLogger(__name__)
 
 
 def _run(options: argparse.Namespace) -> int:
+    import asyncio
+
     import kopf
 
     # The type of kopf.run's `identity`, which Kopf does not export.
     from kopf._core.engines.peering import Identity
 
     from kubeherd.kube import config
-    from kubeherd.kube.http import check_login
+    from kubeherd.kube.http import check_login, exec_credential
     from kubeherd.main import Runtime  # importing it registers the handlers
     from kubeherd.peering import own_identity
 
-    # What the login cannot do (a SOCKS proxy, a missing context) is said now, once, rather
-    # than by Kopf's login retried forever.
-    check_login(config.load(options.kubeconfig, options.context), os.environ)
+    # What the login cannot do (a SOCKS proxy, a missing context, an exec plugin that fails)
+    # is said now, once, as a ConfigError, rather than by Kopf's login retried forever.
+    login = config.load(options.kubeconfig, options.context)
+    check_login(login, os.environ)
+    if login.exec_plugin is not None:
+        asyncio.run(exec_credential(login.exec_plugin))
     kopf.configure(debug=options.debug, verbose=options.verbose)
     if not (options.debug or options.verbose):
         # Kopf logs every handler call at INFO: thousands of lines a minute on a big cluster.

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from kubeherd.kube import config
 from kubeherd.kube.config import ConfigError, ExecPlugin, Login
-from kubeherd.kube.http import ApiSession, exec_credential
+from kubeherd.kube.http import ApiSession, exec_credential, renewal_time
 
 
 def write_kubeconfig(path: Path, **content: Any) -> Path:
@@ -552,3 +552,13 @@ def test_an_exec_plugin_not_installed_says_how_to_install_it(tmp_path: Path) -> 
 
     with pytest.raises(ConfigError, match=r"could not be started: .*gcloud components install"):
         asyncio.run(exec_credential(plugin))
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "renewed_after"),
+    [(3600.0, 3540.0), (120.0, 60.0), (10.0, 5.0), (0.0, 0.0)],
+)
+def test_a_credential_is_renewed_a_minute_early_or_half_way_if_shorter(
+    lifetime: float, renewed_after: float
+) -> None:
+    assert renewal_time(1000.0 + lifetime, now=1000.0) == 1000.0 + renewed_after

@@ -62,15 +62,11 @@ def test_a_port_in_no_proxy_matches_only_that_port() -> None:
     )
 
 
-def test_this_machine_is_never_reached_through_a_proxy() -> None:
-    found = rules("")
-    assert [
-        found.proxy_for("https", host, 6443) for host in ("localhost", "127.0.0.1", "[::1]")
-    ] == [
-        None,
-        None,
-        None,
-    ]
+def test_this_machine_goes_through_the_proxy_unless_no_proxy_names_it() -> None:
+    hosts = ("localhost", "127.0.0.1", "[::1]")
+    assert [rules("").proxy_for("https", host, 6443) for host in hosts] == [PROXY] * 3
+    local = rules("localhost,127.0.0.0/8,::1")
+    assert [local.proxy_for("https", host, 6443) for host in hosts] == [None] * 3
 
 
 def test_https_takes_https_proxy_and_http_takes_http_proxy() -> None:

@@ -41,7 +41,8 @@ from kubeherd.kube.proxy import ProxyRules
 
 logger = logging.getLogger(__name__)
 
-# A credential is renewed this long before it expires.
+# A credential is renewed this long before it expires, or half way through its life if that
+# is shorter (else a short-lived one would be asked for again on every request).
 RENEW_BEFORE_EXPIRY = 60.0
 EXEC_TIMEOUT = 60.0
 # As kubectl sets it: a watch event may carry an object of up to 1.5 MiB.
@@ -340,7 +341,7 @@ class ApiSession:
             credential = await exec_credential(login.exec_plugin)
             if credential.expires is None:
                 return credential
-            return dataclasses.replace(credential, expires=credential.expires - RENEW_BEFORE_EXPIRY)
+            return dataclasses.replace(credential, expires=renewal_time(credential.expires))
         if login.token_file is not None:
             try:
                 stat = login.token_file.stat()
@@ -357,6 +358,12 @@ class ApiSession:
             pair = f"{login.username}:{login.password or ''}".encode()
             return Credential(f"Basic {base64.b64encode(pair).decode()}", None, None)
         return Credential(None, None, None)
+
+
+def renewal_time(expires: float, now: float | None = None) -> float:
+    """When to renew a credential that expires at `expires`."""
+    now = time.time() if now is None else now
+    return expires - min(RENEW_BEFORE_EXPIRY, max(expires - now, 0.0) / 2)
 
 
 def check_login(login: Login, environ: Mapping[str, str] = os.environ) -> None:

@@ -1,10 +1,12 @@
-"""Which proxy, if any, a request to the API server goes through: decided as client-go decides.
+"""Which proxy, if any, a request to the API server goes through: decided as client-go decides,
+but for loopback.
 
 The kubeconfig's proxy-url is used for every request. Otherwise HTTPS_PROXY (for https URLs) and
 HTTP_PROXY (for http URLs) are, except for hosts NO_PROXY names. NO_PROXY is read as Go reads it:
 besides names and domain suffixes it takes CIDRs (10.96.0.0/12), which is how OpenShift's and
 AKS's injected settings exempt the service network. Python's own reading ignores CIDRs, so the
-API server's service IP went through the proxy.
+API server's service IP went through the proxy. Go also never proxies localhost and loopback
+addresses; here NO_PROXY decides for them too (127.0.0.0/8 or localhost in it goes direct).
 """
 
 from __future__ import annotations
@@ -120,9 +122,9 @@ class ProxyRules:
             address: Address | None = ipaddress.ip_address(host)
         except ValueError:
             address = None
-        # Never through a proxy, whatever NO_PROXY says: this machine itself.
-        if host == "localhost" or (address is not None and address.is_loopback):
-            return None
+        # Unlike Go, loopback is not exempt by itself: NO_PROXY decides, as Python's and
+        # aiohttp's reading did before (a local API server behind a proxy on the same machine
+        # is then reachable, and testable).
         effective_port = port if port is not None else DEFAULT_PORTS.get(scheme, 0)
         if any(entry.matches(host, address, effective_port) for entry in self.no_proxy):
             return None
