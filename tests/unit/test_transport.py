@@ -5,9 +5,14 @@ connections, against a loopback HTTP server that records what it was sent."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
 import platform
+import ssl
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,7 +22,7 @@ from aiohttp import web
 import kubeherd
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import Kind, Kube, WriteLimits
-from kubeherd.kube.config import ConfigError, Login
+from kubeherd.kube.config import ConfigError, ExecPlugin, Login
 from kubeherd.kube.http import ApiSession
 
 CONFIGMAPS = Kind("/api/v1", "configmaps", "ConfigMap")
@@ -303,3 +308,183 @@ def test_environment_proxies_apply_to_both_halves_except_for_no_proxy_cidrs() ->
 
     assert [seen.target for seen in proxy.seen] == ["http://kube.test:8080/api"]
     assert len(failures) == 1
+
+
+# TLS: a loopback HTTPS server that asks for client certificates ------------------------------
+
+
+def issue(
+    subject: str, issuer: tuple[Any, Any] | None = None, hostnames: tuple[str, ...] = ()
+) -> tuple[bytes, bytes, Any]:
+    """(certificate PEM, key PEM, (certificate, key)) signed by `issuer`, else self-signed CA."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer[0].subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if hostnames:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(host) for host in hostnames]), critical=False
+        )
+    certificate = builder.sign(issuer[1] if issuer else key, hashes.SHA256())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM), key_pem, (certificate, key)
+
+
+@dataclass
+class TlsServer:
+    """Serves https on loopback as `hostname` only; answers with the client certificate's CN."""
+
+    hostname: str
+    folder: Path
+    client_names: list[str] = field(default_factory=list)
+    # Client certificates answered 401 (expired, say).
+    refused: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.ca_pem, _, self.ca = issue("test-ca")
+        certificate, key, _ = issue(self.hostname, self.ca, (self.hostname,))
+        (self.folder / "server.crt").write_bytes(certificate)
+        (self.folder / "server.key").write_bytes(key)
+
+    def client(self, name: str) -> tuple[bytes, bytes]:
+        certificate, key, _ = issue(name, self.ca)
+        return certificate, key
+
+    async def handle(self, request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        names = [
+            value for ((key, value),) in (peer or {}).get("subject", ()) if key == "commonName"
+        ]
+        name = names[0] if names else "anonymous"
+        self.client_names.append(name)
+        return web.json_response({}, status=401 if name in self.refused else 200)
+
+    async def serve(self, check: Callable[[str], Awaitable[None]]) -> None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=self.ca_pem.decode())
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_cert_chain(self.folder / "server.crt", self.folder / "server.key")
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            await check(f"https://127.0.0.1:{port}")
+        finally:
+            await runner.cleanup()
+
+
+def both_halves(server: TlsServer, login: Callable[[str], Login]) -> None:
+    async def check(url: str) -> None:
+        transport = ApiSession(login(url))
+        kopf_session = transport.client_session()
+        try:
+            await Kube(transport, WriteLimits()).get_object(CONFIGMAPS, "default", "x")
+            assert await kopf_request(kopf_session, "GET", f"{url}/api") == 200
+        finally:
+            await kopf_session.close()
+            await transport.close()
+
+    asyncio.run(server.serve(check))
+
+
+def test_insecure_skip_tls_verify_still_presents_the_client_certificate(tmp_path: Path) -> None:
+    server = TlsServer("kube.test", tmp_path)
+    certificate, key = server.client("operator")
+
+    both_halves(
+        server,
+        lambda url: Login(
+            server=url, insecure=True, client_certificate_pem=certificate, client_key_pem=key
+        ),
+    )
+
+    assert server.client_names == ["operator", "operator"]
+
+
+def test_tls_server_name_is_checked_by_both_halves(tmp_path: Path) -> None:
+    server = TlsServer("kube.test", tmp_path)
+    certificate, key = server.client("operator")
+
+    both_halves(
+        server,
+        lambda url: Login(
+            server=url,
+            ca_pem=server.ca_pem,
+            tls_server_name="kube.test",
+            client_certificate_pem=certificate,
+            client_key_pem=key,
+        ),
+    )
+
+    assert server.client_names == ["operator", "operator"]
+    # The same server without the name: its certificate is not for 127.0.0.1.
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        both_halves(server, lambda url: Login(server=url, ca_pem=server.ca_pem))
+
+
+def test_a_renewed_exec_client_certificate_is_used_by_kopfs_requests_too(tmp_path: Path) -> None:
+    server = TlsServer("kube.test", tmp_path, refused=frozenset({"expired"}))
+    for name in ("expired", "renewed"):
+        certificate, key = server.client(name)
+        (tmp_path / f"{name}.json").write_text(
+            json.dumps(
+                {
+                    "kind": "ExecCredential",
+                    "status": {
+                        "clientCertificateData": certificate.decode(),
+                        "clientKeyData": key.decode(),
+                    },
+                }
+            )
+        )
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        "import pathlib\n"
+        f"calls = pathlib.Path({str(tmp_path / 'calls')!r})\n"
+        "count = int(calls.read_text()) if calls.exists() else 0\n"
+        "calls.write_text(str(count + 1))\n"
+        f"folder = pathlib.Path({str(tmp_path)!r})\n"
+        "print((folder / ('expired.json' if count == 0 else 'renewed.json')).read_text())\n"
+    )
+    plugin = ExecPlugin(command=sys.executable, args=(str(script),))
+    statuses: list[int] = []
+
+    async def check(url: str) -> None:
+        transport = ApiSession(
+            Login(server=url, ca_pem=server.ca_pem, tls_server_name="kube.test", exec_plugin=plugin)
+        )
+        kopf_session = transport.client_session()
+        try:
+            statuses.append(await kopf_request(kopf_session, "GET", f"{url}/api"))
+            statuses.append(await kopf_request(kopf_session, "GET", f"{url}/api"))
+        finally:
+            await kopf_session.close()
+            await transport.close()
+
+    asyncio.run(server.serve(check))
+
+    # Refused once with the first certificate; the plugin ran again, and its new certificate
+    # went on a new connection, and stayed.
+    assert (statuses, server.client_names) == ([200, 200], ["expired", "renewed", "renewed"])
+    assert (tmp_path / "calls").read_text() == "2"
