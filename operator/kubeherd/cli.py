@@ -1,5 +1,6 @@
 """`kubeherd run` starts the operator; `kubeherd rollout` follows, lists and undoes
-CustomDaemonSet rollouts; `kubeherd crds` prints the CustomResourceDefinitions."""
+CustomDaemonSet rollouts (also as `kubectl kubeherd rollout`); `kubeherd crds` prints the
+CustomResourceDefinitions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from kubeherd import __version__
 from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
+from kubeherd.command import run_command
 from kubeherd.defaults import (
     DEFAULT_HEALTH_ADDRESS,
     DEFAULT_METRICS_ADDRESS,
@@ -18,6 +20,7 @@ from kubeherd.defaults import (
     SCHEDULER_STATUS_INTERVAL,
 )
 from kubeherd.kube.client import WriteLimits
+from kubeherd.kubectl_plugin import add_rollout
 from kubeherd.metrics.server import parse_address
 from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions
@@ -173,56 +176,6 @@ def _reference(options: argparse.Namespace) -> int:
 
     sys.stdout.write(render_reference())
     return 0
-
-
-def _rollout(options: argparse.Namespace) -> int:
-    from kubeherd import rollouts
-
-    return rollouts.run(options.action, options)
-
-
-def _duration(text: str) -> float:
-    from kubeherd.rollouts import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _add_rollout(commands: Any) -> None:
-    rollout = commands.add_parser(
-        "rollout",
-        help="rollout status, history and undo of a CustomDaemonSet (like kubectl rollout)",
-    )
-    actions = rollout.add_subparsers(dest="action", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("resource", help="cds/NAME")
-    common.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
-    common.add_argument("--kubeconfig", help="default: KUBECONFIG, else ~/.kube/config")
-
-    status = actions.add_parser(
-        "status",
-        parents=[common],
-        help="wait until the rollout is done; fail when it is stuck",
-    )
-    status.add_argument(
-        "--timeout",
-        type=_duration,
-        default=0.0,
-        help="give up after this long (90s, 5m, 1h); default: wait forever",
-    )
-    history = actions.add_parser("history", parents=[common], help="list the revisions")
-    history.add_argument(
-        "--revision", type=int, default=0, help="show this revision's pod template"
-    )
-    undo = actions.add_parser(
-        "undo", parents=[common], help="bring back the previous (or a given) template"
-    )
-    undo.add_argument(
-        "--to-revision", type=int, default=0, help="the revision to go back to; default: previous"
-    )
-    rollout.set_defaults(handler=_rollout)
 
 
 def _render(options: argparse.Namespace) -> int:
@@ -407,19 +360,19 @@ def build_parser() -> argparse.ArgumentParser:
         "reference", help="print the CRDs' field reference as Markdown (docs/reference.md)"
     )
     reference.set_defaults(handler=_reference)
-    _add_rollout(commands)
+    add_rollout(commands)
     _add_render(commands)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    options = parser.parse_args(argv)
+def _check_run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
     if getattr(options, "metrics_cert_dir", "") and not options.metrics_secure:
         # A certificate given for plain HTTP would be ignored: a mistake worth saying.
         parser.error("--metrics-cert-dir needs --metrics-secure")
-    result: int = options.handler(options)
-    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser(), argv, _check_run)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, TextIO
 
 import yaml
@@ -199,17 +201,22 @@ class Target:
     name: str
     namespace: str | None
     kubeconfig: str | None
+    context: str | None = None
 
 
 def _login(target: Target) -> config.Login:
     """The login kubectl would use: the kubeconfig (--kubeconfig, else KUBECONFIG or
-    ~/.kube/config), else the pod's service account."""
+    ~/.kube/config) and its context (--context, else the current one), else the pod's service
+    account. kubectl's order, not the operator's: a kubeconfig in a pod wins here."""
     try:
-        return config.from_kubeconfig(target.kubeconfig)
+        return config.from_kubeconfig(target.kubeconfig, target.context)
     except config.ConfigError as kubeconfig_error:
-        # A kubeconfig named on the command line must be used, never silently replaced.
+        # A kubeconfig or context named on the command line must be used, never silently
+        # replaced.
         if target.kubeconfig:
             raise RolloutError(f"cannot load --kubeconfig: {kubeconfig_error}") from None
+        if target.context:
+            raise RolloutError(f"cannot use --context: {kubeconfig_error}") from None
         try:
             return config.in_cluster()
         except config.ConfigError:
@@ -314,12 +321,24 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
     out.write(f"{resource} rolled back\n")
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def run(action: str, options: Any) -> int:
     """The CLI's entry: print errors as kubectl does and return the exit code."""
     import aiohttp
 
+    # kubectl stops waiting on any of these, silently, with exit code 1.
+    for stop in (signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(stop, _interrupt)
     try:
-        target = Target(parse_resource(options.resource), options.namespace, options.kubeconfig)
+        target = Target(
+            parse_resource(options.resource),
+            options.namespace,
+            options.kubeconfig,
+            options.context,
+        )
         if action == "status":
             asyncio.run(status(target, options.timeout, sys.stdout))
         elif action == "history":
@@ -333,6 +352,7 @@ def run(action: str, options: Any) -> int:
         sys.stderr.write(f"error: request to the API server failed: {error}\n")
         return 1
     except KeyboardInterrupt:
-        # Interrupting `rollout status` is how a user stops waiting: no traceback.
-        return 130
+        # Interrupting `rollout status` is how a user stops waiting: no traceback, and the exit
+        # code kubectl gives.
+        return 1
     return 0
