@@ -41,17 +41,32 @@ def _run(options: argparse.Namespace) -> int:
     from kubeherd.main import Runtime  # importing it registers the handlers
     from kubeherd.peering import own_identity
 
-    # What the login cannot do (a SOCKS proxy, a missing context, an exec plugin that fails)
-    # is said now, once, as a ConfigError, rather than by Kopf's login retried forever.
-    login = config.load(options.kubeconfig, options.context)
-    check_login(login, os.environ)
-    if login.exec_plugin is not None:
-        asyncio.run(exec_credential(login.exec_plugin))
-    kopf.configure(debug=options.debug, verbose=options.verbose)
+    # Every line from here on is in the chosen format, kubeherd's and the libraries' alike: Kopf
+    # puts its handler on the root logger.
+    kopf.configure(
+        debug=options.debug,
+        verbose=options.verbose,
+        log_format=kopf.LogFormat[options.log_format.upper()],
+    )
+    # Warnings of the libraries, too, rather than lines of their own on stderr.
+    logging.captureWarnings(True)
     if not (options.debug or options.verbose):
         # Kopf logs every handler call at INFO: thousands of lines a minute on a big cluster.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logger.info("Starting kubeherd %s", __version__)
+    # What the login cannot do (a SOCKS proxy, a missing context, an exec plugin that fails)
+    # is said now, once, as a ConfigError, rather than by Kopf's login retried forever.
+    try:
+        login = config.load(options.kubeconfig, options.context)
+        check_login(login, os.environ)
+        if login.exec_plugin is not None:
+            asyncio.run(exec_credential(login.exec_plugin))
+    except config.ConfigError as error:
+        if options.log_format != "json":
+            raise  # the command's `error: ...` line
+        # A log pipeline reading JSON gets the reason as one more object, not a plain line.
+        logger.error("Cannot start: %s", error)
+        return 1
     defaults = WriteLimits()
     operator_options = OperatorOptions(
         kubeconfig=options.kubeconfig,
@@ -344,6 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
         "waits to take over from one that died (default: %(default)s)",
     )
     _add_webhook(run)
+    run.add_argument(
+        "--log-format",
+        choices=("plain", "full", "json"),
+        default="full",
+        help="plain: the message only; full: with time, logger and level; json: one JSON "
+        "object per line, for log collectors (default: %(default)s)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="log more")
     run.add_argument("--debug", action="store_true", help="log everything")
     run.set_defaults(handler=_run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -213,3 +214,33 @@ def test_rollout_status_stopped_by_a_signal_exits_1_quietly(
         connection.close()
 
     assert (waiting.returncode, stdout, stderr) == (1, "", "")
+
+
+def test_run_with_a_failing_exec_plugin_ends_with_an_error_line(failing_exec_plugin: Path) -> None:
+    ended = run_script(
+        "kubeherd", "run", "--kubeconfig", str(failing_exec_plugin), "--webhook-listen="
+    )
+
+    assert ended.returncode == 1
+    assert "Traceback" not in ended.stderr
+    assert ended.stderr.splitlines()[-1] == "error: exec plugin sh failed with exit code 3"
+
+
+def test_run_with_log_format_json_reports_a_failing_login_as_json(
+    failing_exec_plugin: Path,
+) -> None:
+    ended = run_script(
+        "kubeherd",
+        "run",
+        "--log-format=json",
+        "--kubeconfig",
+        str(failing_exec_plugin),
+        "--webhook-listen=",
+    )
+
+    records = [json.loads(line) for line in ended.stderr.splitlines()]
+    assert ended.returncode == 1
+    assert records[-1]["severity"] == "error"
+    assert records[-1]["message"] == "Cannot start: exec plugin sh failed with exit code 3"
+    # The plugin's own words, as a record of their own.
+    assert any("the login has expired" in record["message"] for record in records)
