@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,18 +32,30 @@ BROKEN_IMAGE = "unpullable.invalid/agent:broken"
 
 
 def kubectl_with_plugins(
-    binaries: Binaries, kubeconfig: Path, *arguments: str, timeout: float = 120
+    binaries: Binaries, kubeconfig: Path, *arguments: str, stdout: int = subprocess.PIPE
 ) -> subprocess.CompletedProcess[str]:
     """The real kubectl, as a user runs it with the package's scripts on PATH."""
     path = os.pathsep.join([str(SCRIPTS), os.environ.get("PATH", "")])
-    return subprocess.run(
-        [str(binaries.path("kubectl")), *arguments],
-        env={**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    try:
+        return subprocess.run(
+            [str(binaries.path("kubectl")), *arguments],
+            env={**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig)},
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        if stdout != subprocess.PIPE:
+            os.close(stdout)
+
+
+def closed_pipe() -> int:
+    """The writing end of a pipe whose reader has gone, as `| head` leaves it."""
+    reading, writing = os.pipe()
+    os.close(reading)
+    return writing
 
 
 def daemonset_like(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -137,11 +150,20 @@ def test_kubectl_kubeherd_rollout_history_and_undo_with_a_named_context(
 
     unusable = plugin("history", "cds/agent")
     history = plugin("history", "cds/agent", "--context", working)
+    into_closed_pipe = kubectl_with_plugins(
+        binaries,
+        elsewhere,
+        *("kubeherd", "rollout", "history", "cds/agent", "-n", daemonsets.namespace),
+        *("--context", working),
+        stdout=closed_pipe(),
+    )
     undone = plugin("undo", "cds/agent", "--context", working)
 
     assert unusable.returncode == 1
     assert unusable.stderr.startswith("error: request to the API server failed")
     assert history.returncode == 0, history.stderr
+    # As `kubectl get ... | head`: killed by SIGPIPE, silently (kubectl execs the plugin).
+    assert (into_closed_pipe.returncode, into_closed_pipe.stderr) == (-signal.SIGPIPE, "")
     assert [line.split()[0] for line in history.stdout.splitlines()[1:]] == ["REVISION", "1", "2"]
     assert undone.returncode == 0, undone.stderr
     assert undone.stdout == "customdaemonset.kubeherd.io/agent rolled back\n"
