@@ -33,6 +33,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from localcluster.binaries import Binaries
 from localcluster.mounts import mounts_under
@@ -57,6 +58,27 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 KWOK_NODE_IP = "10.0.0.1"
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 15.0
+# What the API server audits: who did what, at Metadata level, leaving out the components whose
+# steady traffic nobody asks about (the controllers, the scheduler, lease renewals, health
+# probes), so that the log stays small enough to read in a test.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "None",
+            "users": ["system:kube-controller-manager", "system:kube-scheduler"],
+        },
+        {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
+        {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+        {
+            "level": "None",
+            "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*"],
+        },
+        {"level": "Metadata"},
+    ],
+}
 
 Report = Callable[[str], None]
 
@@ -159,6 +181,18 @@ class LocalCluster:
     @property
     def logs(self) -> Path:
         return self.folder / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.logs / "kube-apiserver-audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """What the API server's audit log holds so far (one JSON event a line), oldest first."""
+        if not self.audit_log.exists():
+            return []
+        lines = self.audit_log.read_text(errors="replace").splitlines()
+        # The last line may be half-written while the API server appends to it.
+        return [json.loads(line) for line in lines if line.endswith("}")]
 
     @property
     def _pids(self) -> Path:
@@ -391,7 +425,16 @@ class LocalCluster:
         if node_folder.exists() and mounts_under(node_folder):
             # Removing files through a mount would reach into containers' filesystems.
             raise ClusterError(f"{node_folder} still has mounts: run `make cluster-down` first")
-        for name in ("etcd", "pki", "pids", "logs", "kubeconfig", "state.json", "node"):
+        for name in (
+            "etcd",
+            "pki",
+            "pids",
+            "logs",
+            "kubeconfig",
+            "state.json",
+            "node",
+            "audit-policy.json",
+        ):
             path = self.folder / name
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -410,6 +453,9 @@ class LocalCluster:
         self._state_file.write_text(json.dumps(state, indent=2) + "\n")
         pki = generate_pki(self.folder / "pki")
         self._write_kubeconfig(ports.apiserver, pki)
+        audit_policy = self.folder / "audit-policy.json"
+        audit_policy.write_text(json.dumps(AUDIT_POLICY, indent=2) + "\n")
+        self.logs.mkdir(parents=True, exist_ok=True)
         kubeconfig = str(self.kubeconfig)
 
         step = time.monotonic()
@@ -465,6 +511,11 @@ class LocalCluster:
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
                 # For logs and exec on the real node; node names do not resolve here.
                 f"--kubelet-client-certificate={pki.kubelet_client_cert}",
                 f"--kubelet-client-key={pki.kubelet_client_key}",
