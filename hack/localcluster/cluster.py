@@ -33,7 +33,6 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from localcluster.binaries import Binaries
 from localcluster.mounts import mounts_under
@@ -185,14 +184,6 @@ class LocalCluster:
     @property
     def audit_log(self) -> Path:
         return self.logs / "kube-apiserver-audit.log"
-
-    def audit_events(self) -> list[dict[str, Any]]:
-        """What the API server's audit log holds so far (one JSON event a line), oldest first."""
-        if not self.audit_log.exists():
-            return []
-        lines = self.audit_log.read_text(errors="replace").splitlines()
-        # The last line may be half-written while the API server appends to it.
-        return [json.loads(line) for line in lines if line.endswith("}")]
 
     @property
     def _pids(self) -> Path:
