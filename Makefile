@@ -127,13 +127,13 @@ alerts: deps ## promtool check and test of the chart's alert rules (builds Prome
 
 .PHONY: fmt
 fmt: deps ## Format and auto-fix the Python code
-	$(RUN) ruff format operator hack tests bench
-	$(RUN) ruff check --fix operator hack tests bench
+	$(RUN) ruff format operator hack tests bench charts/kubeherd/files
+	$(RUN) ruff check --fix operator hack tests bench charts/kubeherd/files
 
 .PHONY: lint
 lint: deps ## ruff (lint and format check), mypy --strict and the layer rules (import-linter)
-	$(RUN) ruff check operator hack tests bench
-	$(RUN) ruff format --check operator hack tests bench
+	$(RUN) ruff check operator hack tests bench charts/kubeherd/files
+	$(RUN) ruff format --check operator hack tests bench charts/kubeherd/files
 	$(RUN) mypy
 	PYTHONPATH=operator $(RUN) lint-imports --no-cache
 

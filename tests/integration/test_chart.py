@@ -118,7 +118,7 @@ def operator_cluster_role(document: dict[str, Any]) -> bool:
 def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> None:
     def render(*values: str) -> list[dict[str, Any]]:
         rendered = helm(binaries, "template", "kubeherd", str(CHART), *values).stdout
-        return [d for d in yaml.safe_load_all(rendered) if d]
+        return [d for d in yaml.safe_load_all(rendered) if d and not is_hook(d)]
 
     def peering_parts(documents: list[dict[str, Any]]) -> dict[str, Any]:
         (deployment,) = (d for d in documents if d["kind"] == "Deployment")
@@ -144,7 +144,10 @@ def test_peering_is_rendered_only_for_several_replicas(binaries: Binaries) -> No
     namespaced = render("--set", "replicaCount=2", "--set", "operator.namespace=team")
     assert peering_parts(namespaced)["rbac"] == []
     (team_role,) = (
-        d for d in namespaced if d["kind"] == "Role" and d["metadata"]["namespace"] == "team"
+        d
+        for d in namespaced
+        if (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+        == ("Role", "team", "kubeherd")
     )
     assert [r["resources"] for r in team_role["rules"] if r["apiGroups"] == ["kopf.dev"]] == [
         ["kopfpeerings"]
@@ -166,10 +169,16 @@ def test_every_replica_gets_its_pod_name_as_identity(binaries: Binaries) -> None
         assert pod_id in container.get("env", []), values
 
 
-def render_chart(binaries: Binaries, *values: str) -> list[dict[str, Any]]:
-    """`helm template` of the chart as release kh in namespace ops, with `--set`s."""
+def render_chart(binaries: Binaries, *values: str, hooks: bool = False) -> list[dict[str, Any]]:
+    """`helm template` of the chart as release kh in namespace ops, with `--set`s: the release's
+    objects, and with `hooks` also those of `helm test`."""
     rendered = helm(binaries, "template", "kh", str(CHART), "-n", "ops", *values).stdout
-    return [d for d in yaml.safe_load_all(rendered) if d]
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    return [d for d in documents if hooks or not is_hook(d)]
+
+
+def is_hook(document: dict[str, Any]) -> bool:
+    return "helm.sh/hook" in (document["metadata"].get("annotations") or {})
 
 
 def test_the_webhook_is_on_by_default_and_can_be_turned_off(binaries: Binaries) -> None:
@@ -293,13 +302,250 @@ def test_metrics_are_served_by_default_and_monitoring_objects_are_opt_in(
     assert rule["spec"] == rules
 
 
-def test_a_mistyped_value_is_refused(binaries: Binaries) -> None:
-    refused = helm(
-        binaries, "template", "kubeherd", str(CHART), "--set", "operator.qsp=10", check=False
-    )
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("operator.qsp=10", "additional properties 'qsp' not allowed"),
+        ("podSecurityContext.runAsUsr=1000", "additional properties 'runAsUsr' not allowed"),
+        (
+            "securityContext.readOnlyRootFileSystem=true",
+            "additional properties 'readOnlyRootFileSystem' not allowed",
+        ),
+        ("podDisruptionBudget.minAvailabel=1", "additional properties 'minAvailabel' not allowed"),
+        ("extraEnv[0].nmae=HTTPS_PROXY", "additional properties 'nmae' not allowed"),
+        ("envFrom[0].configMap.name=proxy", "additional properties 'configMap' not allowed"),
+        ("topologySpreadConstraints[0].maxSkew=1", "missing properties"),
+        # A tag where a digest belongs.
+        ("image.digest=latest", "image/digest"),
+    ],
+)
+def test_a_mistyped_value_is_refused(binaries: Binaries, value: str, complaint: str) -> None:
+    refused = helm(binaries, "template", "kubeherd", str(CHART), "--set", value, check=False)
 
     assert refused.returncode != 0
-    assert "additional properties 'qsp' not allowed" in refused.stderr
+    assert complaint in refused.stderr
+
+
+def operator_pod(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = (d for d in documents if d["kind"] == "Deployment")
+    spec: dict[str, Any] = deployment["spec"]["template"]["spec"]
+    return spec
+
+
+def test_extra_args_and_environment_come_after_the_charts_own(binaries: Binaries) -> None:
+    documents = render_chart(
+        binaries,
+        "--set=extraArgs={--max-create-backoff=300,--verbose}",
+        "--set=extraEnv[0].name=HTTPS_PROXY",
+        "--set=extraEnv[0].value=http://proxy:3128",
+        "--set=extraEnv[1].name=NO_PROXY",
+        "--set=extraEnv[1].valueFrom.configMapKeyRef.name=proxy",
+        "--set=extraEnv[1].valueFrom.configMapKeyRef.key=no-proxy",
+        "--set=envFrom[0].secretRef.name=proxy-credentials",
+    )
+    (container,) = operator_pod(documents)["containers"]
+
+    assert container["args"][0] == "run"
+    assert container["args"][-2:] == ["--max-create-backoff=300", "--verbose"]
+    assert [e["name"] for e in container["env"]] == ["POD_ID", "HTTPS_PROXY", "NO_PROXY"]
+    assert container["env"][1] == {"name": "HTTPS_PROXY", "value": "http://proxy:3128"}
+    assert container["env"][2]["valueFrom"] == {
+        "configMapKeyRef": {"name": "proxy", "key": "no-proxy"}
+    }
+    assert container["envFrom"] == [{"secretRef": {"name": "proxy-credentials"}}]
+    (default,) = operator_pod(render_chart(binaries))["containers"]
+    assert "envFrom" not in default
+    assert [e["name"] for e in default["env"]] == ["POD_ID"]
+
+
+def images(documents: list[dict[str, Any]]) -> set[str]:
+    """Every image the chart runs: the operator's and `helm test`'s pod."""
+    pods = [operator_pod(documents)] + [d["spec"] for d in documents if d["kind"] == "Pod"]
+    return {c["image"] for pod in pods for c in pod["containers"]}
+
+
+def test_an_image_digest_wins_over_the_tag(binaries: Binaries) -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+
+    assert images(render_chart(binaries, hooks=True)) == {"kubeherd:0.1.0"}
+    assert images(render_chart(binaries, "--set=image.tag=v2", hooks=True)) == {"kubeherd:v2"}
+    pinned = render_chart(
+        binaries, "--set=image.tag=v2", f"--set=image.digest={digest}", hooks=True
+    )
+    assert images(pinned) == {f"kubeherd@{digest}"}
+
+
+def test_security_contexts_are_values_restricted_by_default(binaries: Binaries) -> None:
+    """Restricted by default, without a fixed user: the image's (65532) runs it, and OpenShift's
+    restricted-v2 may pick one from the namespace's range. Each field can be changed."""
+    pod = operator_pod(render_chart(binaries))
+
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    pinned = operator_pod(
+        render_chart(
+            binaries,
+            "--set=podSecurityContext.runAsUser=65532",
+            "--set=podSecurityContext.runAsGroup=65532",
+            "--set=securityContext.readOnlyRootFilesystem=false",
+        )
+    )
+    assert pinned["securityContext"]["runAsUser"] == 65532
+    assert pinned["securityContext"]["runAsGroup"] == 65532
+    assert pinned["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is False
+    # A default removed with null, as Helm removes any.
+    unconfined = operator_pod(
+        render_chart(binaries, "--set=podSecurityContext.seccompProfile=null")
+    )
+    assert unconfined["securityContext"] == {"runAsNonRoot": True}
+    # The `helm test` pod runs as the operator does.
+    (test_pod,) = (d for d in render_chart(binaries, hooks=True) if d["kind"] == "Pod")
+    assert test_pod["spec"]["securityContext"] == pod["securityContext"]
+    assert (
+        test_pod["spec"]["containers"][0]["securityContext"]
+        == (pod["containers"][0]["securityContext"])
+    )
+
+
+def test_a_disruption_budget_only_for_several_replicas(binaries: Binaries) -> None:
+    def budgets(*values: str) -> list[dict[str, Any]]:
+        return [d for d in render_chart(binaries, *values) if d["kind"] == "PodDisruptionBudget"]
+
+    assert budgets() == []
+    assert budgets("--set=replicaCount=2", "--set=podDisruptionBudget.enabled=false") == []
+    (budget,) = budgets("--set=replicaCount=2")
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        "selector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "kubeherd",
+                "app.kubernetes.io/instance": "kh",
+            }
+        },
+    }
+    (half,) = budgets("--set=replicaCount=4", "--set=podDisruptionBudget.maxUnavailable=50%")
+    assert half["spec"]["maxUnavailable"] == "50%"
+
+
+def test_topology_spread_selects_the_operators_pods_unless_told(binaries: Binaries) -> None:
+    spread = "--set=topologySpreadConstraints[{}].{}"
+    pod = operator_pod(
+        render_chart(
+            binaries,
+            spread.format(0, "maxSkew=1"),
+            spread.format(0, "topologyKey=topology.kubernetes.io/zone"),
+            spread.format(0, "whenUnsatisfiable=ScheduleAnyway"),
+            spread.format(1, "maxSkew=1"),
+            spread.format(1, "topologyKey=kubernetes.io/hostname"),
+            spread.format(1, "whenUnsatisfiable=DoNotSchedule"),
+            spread.format(1, "labelSelector.matchLabels.tier=control"),
+        )
+    )
+
+    zone, host = pod["topologySpreadConstraints"]
+    assert zone == {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "kubeherd",
+                "app.kubernetes.io/instance": "kh",
+            }
+        },
+    }
+    assert host["labelSelector"] == {"matchLabels": {"tier": "control"}}
+    assert "topologySpreadConstraints" not in operator_pod(render_chart(binaries))
+
+
+def test_peering_crds_are_kept_when_a_values_change_drops_them(binaries: Binaries) -> None:
+    """Helm deletes what a release no longer renders, unless it is kept: scaling to one replica
+    would delete the kinds, and every other Kopf operator's peering objects with them."""
+    documents = render_chart(binaries, "--set=replicaCount=2")
+    peering = [
+        d
+        for d in documents
+        if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "kopf.dev"
+    ]
+
+    assert len(peering) == 2
+    for crd in peering:
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+NAMESPACED_KINDS = {
+    "pods", "configmaps", "serviceaccounts", "secrets", "events", "deployments", "replicasets",
+    "controllerrevisions", "poddisruptionbudgets", "networkpolicies", "roles", "rolebindings",
+    "leases", "kopfpeerings",
+}  # fmt: skip
+
+
+def test_an_operator_of_one_namespace_gets_no_cluster_wide_writes(binaries: Binaries) -> None:
+    """operator.namespace: what it writes in namespaces is granted by Roles, there and in
+    kube-system (a scheduler's authentication reader); cluster-wide, it only reads its own kinds."""
+    documents = render_chart(binaries, "--set=operator.namespace=team", "--set=replicaCount=2")
+    cluster_roles = [d for d in documents if operator_cluster_role(d)]
+
+    for role in cluster_roles:
+        for rule in role["rules"]:
+            resources = {r.split("/")[0] for r in rule.get("resources", [])}
+            assert not resources & NAMESPACED_KINDS, rule
+            if resources & {"customdaemonsets", "schedulerprofiles"}:
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in documents
+             if d["kind"] == "Role"}  # fmt: skip
+    assert roles == {
+        ("team", "kh-kubeherd"),
+        ("kube-system", "kh-kubeherd"),
+        ("ops", "kh-kubeherd-webhook"),
+    }
+    (team,) = (
+        d
+        for d in documents
+        if (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+        == ("Role", "team", "kh-kubeherd")
+    )
+    granted = {r for rule in team["rules"] for r in rule["resources"]}
+    assert {"pods", "deployments", "roles", "rolebindings", "kopfpeerings"} <= granted
+
+
+def test_helm_test_checks_the_operator_with_a_narrow_identity(binaries: Binaries) -> None:
+    def hooks(*values: str) -> dict[str, dict[str, Any]]:
+        return {
+            d["kind"]: d
+            for d in render_chart(binaries, *values, hooks=True)
+            if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
+        }
+
+    default = hooks()
+    assert set(default) == {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Pod"}
+    assert default["Role"]["metadata"]["namespace"] == "ops"
+    assert default["Role"]["rules"] == [
+        {
+            "apiGroups": ["kubeherd.io"],
+            "resources": ["customdaemonsets"],
+            "verbs": ["create", "get", "delete"],
+        }
+    ]
+    pod = default["Pod"]["spec"]
+    assert pod["serviceAccountName"] == default["ServiceAccount"]["metadata"]["name"]
+    script = default["ConfigMap"]["data"]["helm_test.py"]
+    assert script == (CHART / "files" / "helm_test.py").read_text()
+    # Not counted as an operator pod by its Services, budget or NetworkPolicy.
+    assert default["Pod"]["metadata"]["labels"]["app.kubernetes.io/name"] == "kubeherd-test"
+    namespaced = hooks("--set=operator.namespace=team")
+    assert namespaced["Role"]["metadata"]["namespace"] == "team"
+    (env,) = (e for e in namespaced["Pod"]["spec"]["containers"][0]["env"]
+              if e["name"] == "CHECK_NAMESPACE")  # fmt: skip
+    assert env["value"] == "team"
 
 
 def test_the_operators_identity_may_not_touch_nodes_or_secrets(

@@ -33,3 +33,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kubeherd.webhookService" -}}
 {{- printf "%s-webhook" (include "kubeherd.fullname" .) | trunc 59 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/* The operator's image: by digest when one is given, else by tag. */}}
+{{- define "kubeherd.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* topologySpreadConstraints; an entry without a labelSelector selects the operator's pods. */}}
+{{- define "kubeherd.topologySpreadConstraints" -}}
+{{- $operatorPods := dict "matchLabels" (include "kubeherd.selectorLabels" . | fromYaml) -}}
+{{- $constraints := list -}}
+{{- range .Values.topologySpreadConstraints -}}
+{{- $constraints = append $constraints (merge (dict "labelSelector" (.labelSelector | default $operatorPods)) (omit . "labelSelector")) -}}
+{{- end -}}
+{{- toYaml $constraints -}}
+{{- end -}}
