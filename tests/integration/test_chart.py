@@ -382,6 +382,7 @@ def test_security_contexts_are_values_restricted_by_default(binaries: Binaries) 
 
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
+        "runAsGroup": 65532,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert pod["containers"][0]["securityContext"] == {
@@ -393,18 +394,18 @@ def test_security_contexts_are_values_restricted_by_default(binaries: Binaries) 
         render_chart(
             binaries,
             "--set=podSecurityContext.runAsUser=65532",
-            "--set=podSecurityContext.runAsGroup=65532",
+            "--set=podSecurityContext.runAsGroup=1000",
             "--set=securityContext.readOnlyRootFilesystem=false",
         )
     )
     assert pinned["securityContext"]["runAsUser"] == 65532
-    assert pinned["securityContext"]["runAsGroup"] == 65532
+    assert pinned["securityContext"]["runAsGroup"] == 1000
     assert pinned["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is False
     # A default removed with null, as Helm removes any.
     unconfined = operator_pod(
         render_chart(binaries, "--set=podSecurityContext.seccompProfile=null")
     )
-    assert unconfined["securityContext"] == {"runAsNonRoot": True}
+    assert unconfined["securityContext"] == {"runAsNonRoot": True, "runAsGroup": 65532}
     # The `helm test` pod runs as the operator does.
     (test_pod,) = (d for d in render_chart(binaries, hooks=True) if d["kind"] == "Pod")
     assert test_pod["spec"]["securityContext"] == pod["securityContext"]
