@@ -382,7 +382,6 @@ def test_security_contexts_are_values_restricted_by_default(binaries: Binaries) 
 
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
-        "runAsGroup": 65532,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert pod["containers"][0]["securityContext"] == {
@@ -405,7 +404,7 @@ def test_security_contexts_are_values_restricted_by_default(binaries: Binaries) 
     unconfined = operator_pod(
         render_chart(binaries, "--set=podSecurityContext.seccompProfile=null")
     )
-    assert unconfined["securityContext"] == {"runAsNonRoot": True, "runAsGroup": 65532}
+    assert unconfined["securityContext"] == {"runAsNonRoot": True}
     # The `helm test` pod runs as the operator does.
     (test_pod,) = (d for d in render_chart(binaries, hooks=True) if d["kind"] == "Pod")
     assert test_pod["spec"]["securityContext"] == pod["securityContext"]
