@@ -596,11 +596,6 @@ def test_no_proxy_cidr_bypasses_the_proxy(
     assert {source(e) for e in events} == {"127.0.0.1"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kopf takes a proxy's refusal (aiohttp.ClientHttpProxyError) as fatal at start: "
-    "the operator exits instead of staying up and not ready",
-)
 def test_a_refusing_proxy_stops_everything_and_shows(
     run_operator: Callable[..., ContextOperator],
     local_cluster: LocalCluster,

@@ -488,3 +488,36 @@ def test_a_renewed_exec_client_certificate_is_used_by_kopfs_requests_too(tmp_pat
     # went on a new connection, and stayed.
     assert (statuses, server.client_names) == ([200, 200], ["expired", "renewed", "renewed"])
     assert (tmp_path / "calls").read_text() == "2"
+
+
+def test_a_proxy_refusing_connect_is_a_connection_error_that_names_it() -> None:
+    # Kopf backs off on connection errors and gives up on any other response error: a proxy
+    # that refuses must read as the former, or the operator stops instead of waiting.
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def check() -> BaseException | None:
+        proxy = await asyncio.start_server(refuse, "127.0.0.1", 0)
+        port = proxy.sockets[0].getsockname()[1]
+        transport = ApiSession(
+            Login(server="https://kube.test:6443"),
+            environ={"HTTPS_PROXY": f"http://127.0.0.1:{port}"},
+        )
+        kopf_session = transport.client_session()
+        try:
+            await kopf_request(kopf_session, "GET", "https://kube.test:6443/api")
+        except aiohttp.ClientConnectionError as error:
+            return error
+        finally:
+            await kopf_session.close()
+            await transport.close()
+            proxy.close()
+        return None
+
+    error = asyncio.run(check())
+
+    assert error is not None
+    assert "refused to connect to https://kube.test:6443: 403" in str(error)

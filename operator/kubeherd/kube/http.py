@@ -62,6 +62,12 @@ class CredentialError(ConfigError, aiohttp.ClientConnectionError):
     CLI; a connection error for Kopf, which then backs off and tries again."""
 
 
+class ProxyRefused(aiohttp.ClientConnectionError):
+    """The proxy answered CONNECT with an error: the API server could not be reached through
+    it. A connection error, as a refused connection is, so that Kopf and kubeherd's watches
+    back off and try again rather than stop (the proxy may come back)."""
+
+
 def user_agent() -> str:
     """As Kubernetes clients name themselves: kubeherd/<version> (<os>/<arch>)."""
     machine = platform.machine().lower()
@@ -256,7 +262,13 @@ class ApiSession:
         for attempt in (1, 2):
             credential, tls = await self._current()
             self._authorize(request, credential, tls)
-            response = await send(request)
+            try:
+                response = await send(request)
+            except aiohttp.ClientHttpProxyError as refusal:
+                raise ProxyRefused(
+                    f"the proxy {request.proxy} refused to connect to {self._server.origin()}: "
+                    f"{refusal.status} {refusal.message}"
+                ) from None
             if response.status == 401 and attempt == 1 and self._renewable:
                 response.release()
                 self._forget(credential)
