@@ -24,4 +24,4 @@ USER 65532:65532
 ENV PATH=/opt/kubeherd/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 EXPOSE 8080
 ENTRYPOINT ["kubeherd"]
-CMD ["run", "--liveness=http://0.0.0.0:8080/healthz"]
+CMD ["run"]

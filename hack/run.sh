@@ -94,5 +94,5 @@ In another terminal, try:
   curl -s http://127.0.0.1:${METRICS_PORT:-8081}/metrics | grep ^kubeherd_customdaemonset_
 
 EOF
-# No liveness endpoint: nothing probes a process in a terminal. Metrics on loopback only.
-exec "$UV" run --frozen kubeherd run --liveness= --metrics-address="127.0.0.1:${METRICS_PORT:-8081}"
+# No health endpoints: nothing probes a process in a terminal. Metrics on loopback only.
+exec "$UV" run --frozen kubeherd run --health-address= --metrics-address="127.0.0.1:${METRICS_PORT:-8081}"
