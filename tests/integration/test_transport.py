@@ -18,11 +18,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 from kubernetes import client
 
@@ -596,6 +597,17 @@ def test_no_proxy_cidr_bypasses_the_proxy(
     assert {source(e) for e in events} == {"127.0.0.1"}
 
 
+def kopf_retry_budget() -> float:
+    """How long Kopf, by default, retries a request that cannot connect before it fails."""
+    backoffs = kopf.OperatorSettings().networking.error_backoffs
+    return float(sum(backoffs)) if isinstance(backoffs, Iterable) else float(backoffs)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Kopf's scan of the API at start fails the operator once its retries run out: "
+    "behind a refusing proxy it exits after them instead of staying up and not ready",
+)
 def test_a_refusing_proxy_stops_everything_and_shows(
     run_operator: Callable[..., ContextOperator],
     local_cluster: LocalCluster,
@@ -609,13 +621,18 @@ def test_a_refusing_proxy_stops_everything_and_shows(
     name = daemonsets.create(agent())
 
     eventually(lambda: len(proxy.targets) >= 2, timeout=30, what="the operator to try the proxy")
-    time.sleep(5)
+    eventually(lambda: operator.readiness() == 503, timeout=30, what="/readyz to answer 503")
+    # Past the time Kopf retries a request before it gives up: the operator keeps trying, and
+    # keeps saying that it is not ready, rather than exit (and restart) with nothing to show.
+    deadline = time.monotonic() + kopf_retry_budget() + 5
+    while time.monotonic() < deadline:
+        assert not operator.exited(), operator.log_tail()
+        assert operator.readiness() == 503
+        time.sleep(1)
 
-    assert not operator.exited(), operator.log_tail()
     assert daemonsets.pods(name) == []
     # Kopf's requests too: nothing of the operator's reached the API server another way.
     assert audit.events(identities.operator_user) == []
-    assert operator.readiness() != 200
 
 
 # Exec plugins ------------------------------------------------------------------------------
