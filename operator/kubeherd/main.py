@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kopf
 
 # Imported for their decorators, which register the handlers of each kind.
@@ -261,9 +262,11 @@ async def admission_server(
         return IdleServer()
     try:
         server = await start_webhook(kube, options)
-    except (KubeError, OSError, RuntimeError) as error:
+    except (KubeError, OSError, RuntimeError, TimeoutError, aiohttp.ClientError) as error:
         # Its certificate could not be read or stored: the controllers still work, and the
-        # webhook's absence only lets bad input through to their conditions.
+        # webhook's absence only lets bad input through to their conditions. (An API server
+        # out of reach, as behind a proxy that refuses it, must not fail the start-up: Kopf
+        # would run it again, and /readyz must be there to say what fails.)
         logger.error("The admission webhook is off: no certificate to serve it (%s)", error)
         return IdleServer()
     memo.webhook = server.keeper
