@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,9 @@ from kubeherd.defaults import (
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
 from kubeherd.peering import PeeringOptions
 
+# The longest wait between Kopf's retries of a request that found no API server (seconds), as
+# kubeherd's own watches wait at most.
+MAX_REQUEST_RETRY_DELAY = 30.0
 # Objects per page of Kopf's first listings.
 LISTING_CHUNK = 50
 # Seconds Kopf's worker for an object waits, idle, for its next event before it ends.
@@ -74,6 +77,21 @@ class OperatorOptions:
         self.stopping.set()
 
 
+class RetryForever:
+    """Kopf's delays between retries of a request that failed for want of an API server
+    (connection errors, 5xx, a proxy's refusal): doubling up to a ceiling, without end. Kopf's
+    own tuple ends after about a minute, and its resource scan at start then failed the whole
+    operator, which exited: a replica that cannot reach the API server is to stay up, not
+    ready, saying why (/readyz), as controller-runtime's keep trying. Iterated afresh for each
+    request."""
+
+    def __iter__(self) -> Iterator[float]:
+        delay = 1.0
+        while True:
+            yield delay
+            delay = min(delay * 2, MAX_REQUEST_RETRY_DELAY)
+
+
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
     """Kopf builds a diff base (a deep copy of the object, trimmed) for every watch event of every
     kind, for change handlers (on.create, on.update, on.field ...). kubeherd has none: only raw
@@ -125,6 +143,7 @@ def configure(settings: kopf.OperatorSettings, peering: PeeringOptions | None = 
     settings.watching.client_timeout = 660
     settings.watching.connect_timeout = 30
     settings.watching.inactivity_timeout = 180
+    settings.networking.error_backoffs = RetryForever()
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 30
     settings.execution.default_backoff = 10

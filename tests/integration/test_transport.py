@@ -603,11 +603,6 @@ def kopf_retry_budget() -> float:
     return float(sum(backoffs)) if isinstance(backoffs, Iterable) else float(backoffs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kopf's scan of the API at start fails the operator once its retries run out: "
-    "behind a refusing proxy it exits after them instead of staying up and not ready",
-)
 def test_a_refusing_proxy_stops_everything_and_shows(
     run_operator: Callable[..., ContextOperator],
     local_cluster: LocalCluster,

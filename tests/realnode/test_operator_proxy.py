@@ -132,6 +132,16 @@ def the_pod_with(real: RealCluster, env: dict[str, str]) -> Any:
     return eventually(started, timeout=120, what=f"the operator pod with {env}")
 
 
+def pod_logs(real: RealCluster, pod: Any) -> str:
+    logs = []
+    for previous in ("--previous=true", "--previous=false"):
+        done = real.kubectl(
+            "logs", "-n", RELEASE_NAMESPACE, pod.metadata.name, previous, "--tail=40", check=False
+        )
+        logs.append(f"{previous}:\n{done.stdout}{done.stderr}")
+    return "\n".join(logs)
+
+
 def readyz(pod_ip: str) -> tuple[int, str]:
     """/readyz of the pod, from this machine straight over the bridge (no proxy)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -151,7 +161,10 @@ def test_behind_a_proxy_that_refuses_everything_the_pod_never_turns_ready(
     set_env(real, f"HTTPS_PROXY={proxy.url}")
 
     pod = the_pod_with(real, {"HTTPS_PROXY": proxy.url})
-    eventually(lambda: readyz(pod.status.pod_ip)[0] or None, timeout=60, what="/readyz answers")
+    try:
+        eventually(lambda: readyz(pod.status.pod_ip)[0] or None, timeout=60, what="/readyz")
+    except BaseException:
+        pytest.fail(f"/readyz never answered; the pod's logs:\n{pod_logs(real, pod)}")
     answers: list[int] = []
     started = time.monotonic()
     while time.monotonic() - started < NEVER_READY_SECONDS:
@@ -171,8 +184,7 @@ def test_behind_a_proxy_that_refuses_everything_the_pod_never_turns_ready(
     assert not is_ready(now)
 
     found = scrape(f"http://{pod.status.pod_ip}:{METRICS_PORT}/metrics")
-    logs = real.kubectl("logs", "-n", RELEASE_NAMESPACE, pod.metadata.name).stdout
-    seen = f"{reason}\nproxy: {proxy.requests}\nlog:\n{logs[-4000:]}"
+    seen = f"{reason}\nproxy: {proxy.requests}\nlog:\n{pod_logs(real, pod)}"
     assert found[("kubeherd_ready", ())] == 0
     for resource in ("nodes", "pods"):
         labels = (("resource", resource), ("watched_namespace", ""))

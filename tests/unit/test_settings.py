@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import threading
 from collections.abc import Callable, Coroutine
@@ -12,7 +13,7 @@ import kopf
 from kopf._core.reactor.running import stop_flag_checker
 
 import kubeherd.main  # noqa: F401  (registers the handlers)
-from kubeherd.settings import NoDiffBase, OperatorOptions
+from kubeherd.settings import NoDiffBase, OperatorOptions, configure
 
 
 def test_no_change_handlers_so_the_skipped_diff_base_is_never_needed() -> None:
@@ -95,3 +96,17 @@ def test_the_cleanup_handler_ends_kopfs_wait_on_the_stop_flag() -> None:
 
     assert options.stopping.is_set()
     assert not options.demoted.is_set()
+
+
+def test_kopf_retries_a_request_without_an_api_server_for_ever_waiting_at_most_30_s() -> None:
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    backoffs = settings.networking.error_backoffs
+    assert not isinstance(backoffs, float | int)
+
+    first = list(itertools.islice(backoffs, 8))
+    again = list(itertools.islice(backoffs, 3))
+
+    assert first == [1, 2, 4, 8, 16, 30, 30, 30]
+    # Each request of Kopf's iterates it from the start.
+    assert again == [1, 2, 4]
