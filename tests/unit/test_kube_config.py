@@ -21,6 +21,7 @@ from aiohttp import web
 from kubeherd.kube import config
 from kubeherd.kube.config import ConfigError, ExecPlugin, Login
 from kubeherd.kube.http import ApiSession, exec_credential, renewal_time
+from tests.unit.loopback import serving
 
 
 def write_kubeconfig(path: Path, **content: Any) -> Path:
@@ -292,17 +293,7 @@ class FakeApiServer:
         return web.json_response({"gitVersion": "v1.37.2"})
 
     async def run(self, check: Any) -> None:
-        app = web.Application()
-        app.router.add_get("/version", self.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            await check(f"http://127.0.0.1:{port}")
-        finally:
-            await runner.cleanup()
+        await serving(self.handle, check)
 
 
 async def version_status(session: ApiSession) -> int:

@@ -24,6 +24,7 @@ from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import Kind, Kube, WriteLimits
 from kubeherd.kube.config import ConfigError, ExecPlugin, Login
 from kubeherd.kube.http import ApiSession
+from tests.unit.loopback import serving
 
 CONFIGMAPS = Kind("/api/v1", "configmaps", "ConfigMap")
 TIMEOUT = aiohttp.ClientTimeout(total=10)
@@ -57,20 +58,6 @@ class RecordingServer:
         return web.json_response({"metadata": {}, "items": []}, status=status, headers=extra)
 
 
-async def serving(server: RecordingServer, check: Callable[[str], Awaitable[None]]) -> None:
-    app = web.Application()
-    app.router.add_route("*", "/{path:.*}", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        await check(f"http://127.0.0.1:{port}")
-    finally:
-        await runner.cleanup()
-
-
 def run(server: RecordingServer, login: Callable[[str], Login], exercise: Any) -> None:
     """`exercise(kube, kopf_session, url)` against the server, through one transport."""
 
@@ -83,7 +70,7 @@ def run(server: RecordingServer, login: Callable[[str], Login], exercise: Any) -
             await kopf_session.close()
             await transport.close()
 
-    asyncio.run(serving(server, check))
+    asyncio.run(serving(server.handle, check))
 
 
 async def kopf_request(session: aiohttp.ClientSession, method: str, url: str) -> int:
@@ -252,7 +239,7 @@ def test_kopfs_sessions_share_kubeherds_connections_and_outlive_nothing() -> Non
         await second.close()
         await transport.close()
 
-    asyncio.run(serving(server, check))
+    asyncio.run(serving(server.handle, check))
 
     assert statuses == [200, 200]
     # One keep-alive connection carried all three requests, Kopf's and kubeherd's.
@@ -273,7 +260,7 @@ def test_the_kubeconfigs_proxy_url_carries_both_halves_requests() -> None:
             await kopf_session.close()
             await transport.close()
 
-    asyncio.run(serving(proxy, check))
+    asyncio.run(serving(proxy.handle, check))
 
     assert [seen.target for seen in proxy.seen] == [
         "http://kube.test:8080/api/v1/namespaces/default/configmaps/x",
@@ -304,7 +291,7 @@ def test_environment_proxies_apply_to_both_halves_except_for_no_proxy_cidrs() ->
             await proxied.close()
             await direct.close()
 
-    asyncio.run(serving(proxy, check))
+    asyncio.run(serving(proxy.handle, check))
 
     assert [seen.target for seen in proxy.seen] == ["http://kube.test:8080/api"]
     assert len(failures) == 1
@@ -381,17 +368,7 @@ class TlsServer:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=self.ca_pem.decode())
         context.verify_mode = ssl.CERT_OPTIONAL
         context.load_cert_chain(self.folder / "server.crt", self.folder / "server.key")
-        app = web.Application()
-        app.router.add_route("*", "/{path:.*}", self.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            await check(f"https://127.0.0.1:{port}")
-        finally:
-            await runner.cleanup()
+        await serving(self.handle, check, tls=context)
 
 
 def both_halves(server: TlsServer, login: Callable[[str], Login]) -> None:
