@@ -105,7 +105,8 @@ def refusing_proxy(chart_operator: RealCluster) -> Iterator[tuple[RealCluster, R
 
 def set_env(real: RealCluster, *assignments: str) -> None:
     """`kubectl set env` on the operator's Deployment: NAME=VALUE sets, NAME- removes. The
-    chart's single replica is replaced (Recreate)."""
+    chart's single replica is replaced (Recreate). For a pod that will never be Ready, which
+    `helm upgrade --wait` would wait for in vain."""
     real.kubectl(
         "set", "env", "-n", RELEASE_NAMESPACE, f"deployment/{RELEASE}", *assignments
     )  # fmt: skip
@@ -201,7 +202,12 @@ def test_with_the_service_network_in_no_proxy_it_bypasses_the_proxy_and_rolls_ou
 ) -> None:
     real, proxy = refusing_proxy
     env = {"HTTPS_PROXY": proxy.url, "NO_PROXY": SERVICE_CLUSTER_IP_RANGE}
-    set_env(real, *(f"{name}={value}" for name, value in env.items()))
+    # As a user sets them: the chart's extraEnv (helm waits for the pod to be Ready).
+    extra_env = {}
+    for index, (name, value) in enumerate(env.items()):
+        extra_env[f"extraEnv[{index}].name"] = name
+        extra_env[f"extraEnv[{index}].value"] = value
+    real.install_chart(**{"metrics.secure": "false"}, **extra_env)
 
     pod = the_pod_with(real, env)
     (ready,) = wait_for_ready_operators(real, 1)
