@@ -28,6 +28,7 @@ from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import Watches
 from kubeherd.daemonset.template_check import IdentityLookup
 from kubeherd.daemonset.template_review import OperatorIdentity
+from kubeherd.kopf_watches import KopfWatches
 from kubeherd.kube import config
 from kubeherd.kube.client import Kind, Kube, KubeError, pool_size
 from kubeherd.kube.http import ApiSession
@@ -79,6 +80,7 @@ class Runtime:
     readiness: Readiness = dataclasses.field(default_factory=Readiness)
     health: HealthServer | None = None
     transport: ApiSession | None = None
+    kopf_watches: KopfWatches | None = None
 
     def api_session(self) -> ApiSession:
         """The one transport to the API server, for Kopf and kubeherd alike: made by whichever
@@ -88,6 +90,13 @@ class Runtime:
             login = config.load(options.kubeconfig, options.context)
             self.transport = ApiSession(login, pool_size(options.limits, len(options.namespaces)))
         return self.transport
+
+    def watched_by_kopf(self) -> KopfWatches:
+        """Kopf's watches of kubeherd's kinds, in the readiness: made once, kept through Kopf's
+        logins again."""
+        if self.kopf_watches is None:
+            self.kopf_watches = KopfWatches(self.readiness, self.options.namespaces, self.active)
+        return self.kopf_watches
 
     def active(self) -> bool:
         """Works (1 in kubeherd_active) or stands by: with peering, as the peering object says."""
@@ -128,7 +137,7 @@ async def login(memo: Runtime, **_: Any) -> kopf.AiohttpSession:
     # An exec plugin that fails shows here, in Kopf's login, rather than in every watch.
     await transport.authenticate()
     return kopf.AiohttpSession(
-        aiohttp_session=transport.client_session(),
+        aiohttp_session=transport.client_session(observe=memo.watched_by_kopf().observe),
         server=transport.server_url,
         default_namespace=transport.login.namespace,
     )

@@ -1,7 +1,8 @@
 """Whether the operator can do its work, as `/readyz`, the metrics and the alert tell it.
 
-A replica is ready once its start-up is done and each of its watches (nodes, daemon pods) has
-its first listing in store, and while none of them has been failing for longer than a grace
+A replica is ready once its start-up is done and each of its watches (kubeherd's of nodes and
+daemon pods; Kopf's of CustomDaemonSets and SchedulerProfiles, on the active replica) has its
+first listing in store, and while none of them has been failing for longer than a grace
 period. Until the node and pod watches have listed, no CustomDaemonSet gets a pass: an operator
 whose watches cannot list (a proxy that refuses it, a certificate the API server does not take,
 RBAC that forbids the listing) would otherwise look healthy while it does nothing.
@@ -38,6 +39,9 @@ class WatchHealth:
     # When the current run of failures began; None while the watch works.
     failing_since: float | None = None
     last_error: str = ""
+    # Whether the replica needs this watch now: Kopf lists and watches kubeherd's kinds only
+    # on the active replica, never on a standby.
+    needed: Callable[[], bool] = field(default=lambda: True, repr=False)
 
     @property
     def name(self) -> str:
@@ -92,19 +96,28 @@ class Readiness:
         self.started = False
         self.watches: list[WatchHealth] = []
 
-    def watch(self, resource: str, namespace: str = "") -> WatchHealth:
-        """The record of one more watch, which the readiness now waits for."""
+    def watch(
+        self, resource: str, namespace: str = "", needed: Callable[[], bool] | None = None
+    ) -> WatchHealth:
+        """The record of one more watch, which the readiness now waits for (while `needed`
+        says so, if given)."""
         health = WatchHealth(resource, namespace, clock=self.clock)
+        if needed is not None:
+            health.needed = needed
         self.watches.append(health)
         return health
+
+    def needed_watches(self) -> list[WatchHealth]:
+        return [watch for watch in self.watches if watch.needed()]
 
     def watch_ok(self, watch: WatchHealth) -> bool:
         return watch.listed and watch.failing_seconds() <= self.grace
 
     def verdict(self) -> Verdict:
         lines = ["[+]started ok" if self.started else "[-]started: start-up is not done yet"]
-        lines += [self._line(watch) for watch in self.watches]
-        ready = self.started and all(self.watch_ok(watch) for watch in self.watches)
+        needed = self.needed_watches()
+        lines += [self._line(watch) for watch in needed]
+        ready = self.started and all(self.watch_ok(watch) for watch in needed)
         return Verdict(ready, tuple(lines))
 
     def ready(self) -> bool:

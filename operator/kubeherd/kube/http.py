@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,28 @@ class ProxyRefused(aiohttp.ClientConnectionError):
     """The proxy answered CONNECT with an error: the API server could not be reached through
     it. A connection error, as a refused connection is, so that Kopf and kubeherd's watches
     back off and try again rather than stop (the proxy may come back)."""
+
+
+# Told each request's method, URL and outcome: the response's status, or the error it failed with.
+RequestObserver = Callable[[str, URL, "int | BaseException"], None]
+
+
+def observing(observe: RequestObserver) -> aiohttp.ClientMiddlewareType:
+    """A middleware that tells `observe` how each request ended (after the transport's rules,
+    so a refused proxy or a failed credential is seen as the error it is)."""
+
+    async def middleware(
+        request: aiohttp.ClientRequest, send: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        try:
+            response = await send(request)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            observe(request.method, request.url, error)
+            raise
+        observe(request.method, request.url, response.status)
+        return response
+
+    return middleware
 
 
 def user_agent() -> str:
@@ -209,12 +231,16 @@ class ApiSession:
         self._renewing = asyncio.Lock()
         self._session = self.client_session()
 
-    def client_session(self) -> aiohttp.ClientSession:
-        """A session on the shared pool, with the shared rules; closing it leaves the pool."""
+    def client_session(self, observe: RequestObserver | None = None) -> aiohttp.ClientSession:
+        """A session on the shared pool, with the shared rules; closing it leaves the pool.
+        `observe` is told the outcome of each of its requests: a status or an error."""
+        middlewares: tuple[aiohttp.ClientMiddlewareType, ...] = (self._to_api_server,)
+        if observe is not None:
+            middlewares = (observing(observe), *middlewares)
         return aiohttp.ClientSession(
             connector=self._connector,
             connector_owner=False,
-            middlewares=(self._to_api_server,),
+            middlewares=middlewares,
             headers={"User-Agent": self._user_agent},
             # The proxy is decided by the middleware, from the environment read at start:
             # aiohttp's own reading would ignore NO_PROXY's CIDRs, and read ~/.netrc.
