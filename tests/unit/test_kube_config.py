@@ -10,6 +10,7 @@ import logging
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -553,3 +554,39 @@ def test_a_credential_is_renewed_a_minute_early_or_half_way_if_shorter(
     lifetime: float, renewed_after: float
 ) -> None:
     assert renewal_time(1000.0 + lifetime, now=1000.0) == 1000.0 + renewed_after
+
+
+def jwt(**claims: Any) -> str:
+    """An unsigned JWT with these claims (kubeherd reads `exp` only; the API server checks)."""
+
+    def part(content: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(content).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part(claims)}.signature"
+
+
+def test_an_oidc_auth_providers_id_token_is_used_while_it_is_valid(tmp_path: Path) -> None:
+    token = jwt(exp=time.time() + 3600)
+    oidc = {"name": "oidc", "config": {"id-token": token, "refresh-token": "r"}}
+
+    assert user_login(tmp_path, {"auth-provider": oidc}).token == token
+
+
+@pytest.mark.parametrize(
+    ("provider", "message"),
+    [
+        (
+            {"name": "oidc", "config": {"id-token": jwt(exp=time.time() - 60)}},
+            "id-token has expired, and kubeherd does not refresh it",
+        ),
+        ({"name": "oidc", "config": {"refresh-token": "r"}}, "id-token is missing"),
+        ({"name": "gcp", "config": {"access-token": "a"}}, "use the exec plugin gke-gcloud"),
+        ({"name": "azure", "config": {}}, "removed from kubectl in 1.26; use the exec plugin kube"),
+        ({"name": "keystone"}, "no auth-provider named 'keystone'"),
+    ],
+)
+def test_an_auth_provider_kubeherd_cannot_use_is_refused_at_start(
+    tmp_path: Path, provider: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        user_login(tmp_path, {"auth-provider": provider})

@@ -12,7 +12,9 @@ were most of kubeherd's start-up memory, for models it never used (docs/benchmar
 from __future__ import annotations
 
 import base64
+import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,7 +191,7 @@ def from_kubeconfig(
         tls_server_name=cluster.get("tls-server-name") or None,
         client_certificate_pem=certificate,
         client_key_pem=key,
-        token=user.get("token") or _auth_provider_token(user) or None,
+        token=user.get("token") or _auth_provider_token(user, user_name, time.time()) or None,
         token_file=user_dir / token_file if token_file else None,
         username=user.get("username") or None,
         password=user.get("password") or None,
@@ -323,10 +325,48 @@ def _data_or_file(section: Mapping[str, Any], key: str, folder: Path) -> bytes |
         raise ConfigError(f"cannot read {key} {file}: {error.strerror}") from None
 
 
-def _auth_provider_token(user: Mapping[str, Any]) -> str:
-    """The token an auth-provider (oidc) stored; it is used as it is, never refreshed."""
-    config = (user.get("auth-provider") or {}).get("config") or {}
-    return str(config.get("id-token") or config.get("access-token") or "")
+# The auth-providers kubectl dropped in 1.26, and the exec plugin each one's users moved to.
+REMOVED_AUTH_PROVIDERS = {"gcp": "gke-gcloud-auth-plugin", "azure": "kubelogin"}
+
+
+def _auth_provider_token(user: Mapping[str, Any], user_name: Any, now: float) -> str:
+    """The id-token an oidc auth-provider stored, used as it is: kubeherd does not refresh it,
+    so one that has expired is refused at start rather than failing every request. The
+    providers kubectl no longer has are refused as kubectl refuses them."""
+    provider = user.get("auth-provider")
+    if not provider:
+        return ""
+    name = str(provider.get("name") or "")
+    if name in REMOVED_AUTH_PROVIDERS:
+        raise ConfigError(
+            f"user {user_name!r}: the {name} auth-provider was removed from kubectl in 1.26; "
+            f"use the exec plugin {REMOVED_AUTH_PROVIDERS[name]} instead"
+        )
+    if name != "oidc":
+        raise ConfigError(f"user {user_name!r}: no auth-provider named {name!r} (only oidc)")
+    token = str((provider.get("config") or {}).get("id-token") or "")
+    expires = _jwt_expiry(token)
+    if not token or (expires is not None and expires <= now):
+        state = "has expired" if token else "is missing"
+        raise ConfigError(
+            f"user {user_name!r}: the oidc auth-provider's id-token {state}, and kubeherd does "
+            "not refresh it: run a kubectl command to refresh it, or log in with an exec "
+            "plugin such as kubelogin"
+        )
+    return token
+
+
+def _jwt_expiry(token: str) -> float | None:
+    """The `exp` claim of a JWT, unverified (the API server checks the token); None if the
+    token is not a JWT or has none."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        return float(claims["exp"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
