@@ -178,6 +178,9 @@ def test_behind_a_proxy_that_refuses_everything_the_pod_never_turns_ready(
     assert set(answers) == {503}, answers
     assert "[-]watch nodes: not listed yet; failing for " in reason
     assert "[-]watch pods: not listed yet; failing for " in reason
+    # Kopf's watches of kubeherd's kinds go through the same transport: refused alike.
+    assert "[-]watch customdaemonsets: not listed yet" in reason
+    assert "[-]watch schedulerprofiles: not listed yet" in reason
     # kubeherd went through the proxy to the API server's Service address, and was refused.
     assert f"CONNECT {KUBERNETES_SERVICE}:443 HTTP/1.1" in proxy.requests
     (now,) = (p for p in operator_pods(real) if p.metadata.uid == pod.metadata.uid)
@@ -192,8 +195,15 @@ def test_behind_a_proxy_that_refuses_everything_the_pod_never_turns_ready(
         assert found[("kubeherd_watch_listed", labels)] == 0
         assert found[("kubeherd_watch_failures_total", labels)] >= 3, seen
         assert found[("kubeherd_watch_failing_seconds", labels)] > NEVER_READY_SECONDS / 2
+    for resource in ("customdaemonsets", "schedulerprofiles"):
+        assert (
+            found[("kubeherd_watch_listed", (("resource", resource), ("watched_namespace", "")))]
+            == 0
+        )
     # The chart's alert on the series of this scrape.
-    ran = watch_failing_fires(found, tmp_path, ["nodes", "pods"])
+    ran = watch_failing_fires(
+        found, tmp_path, ["customdaemonsets", "nodes", "pods", "schedulerprofiles"]
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
