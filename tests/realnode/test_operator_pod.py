@@ -42,18 +42,26 @@ class LastStatus:
     """Watches one pod from before it is deleted, keeping the last status the kubelet wrote."""
 
     def __init__(self, real: RealCluster, pod: Any) -> None:
-        self.last: Any = pod
+        # Watched from a fresh listing's resourceVersion: the pod's own can be older than the
+        # API server's last compaction (a pod unchanged for minutes), and the watch then ends
+        # at once with 410 Gone.
+        namespace, selector = pod.metadata.namespace, f"metadata.name={pod.metadata.name}"
+        listed = real.core.list_namespaced_pod(namespace, field_selector=selector)
+        self.last: Any = listed.items[0] if listed.items else pod
         self.deleted = threading.Event()
         self._watch = watch.Watch()
-        self._thread = threading.Thread(target=self._follow, args=(real, pod.metadata))
+        self._thread = threading.Thread(
+            target=self._follow,
+            args=(real, namespace, selector, listed.metadata.resource_version),
+        )
         self._thread.start()
 
-    def _follow(self, real: RealCluster, metadata: Any) -> None:
+    def _follow(self, real: RealCluster, namespace: str, selector: str, version: str) -> None:
         for event in self._watch.stream(
             real.core.list_namespaced_pod,
-            metadata.namespace,
-            field_selector=f"metadata.name={metadata.name}",
-            resource_version=metadata.resource_version,
+            namespace,
+            field_selector=selector,
+            resource_version=version,
             timeout_seconds=60,
         ):
             self.last = event["object"]
