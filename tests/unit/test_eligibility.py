@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from kubeherd.api.customdaemonset import IneligibleReason
 from kubeherd.daemonset.eligibility import (
-    IneligibleReason,
     NodeInfo,
     Taint,
     Toleration,

@@ -449,6 +449,15 @@ class Condition(Model):
     )
 
 
+class IneligibleReason(StrEnum):
+    """Why a node has no daemon pod: the status groups nodes by it, and the metrics label by it."""
+
+    NODE_NAME = "NodeNameMismatch"
+    NODE_SELECTOR = "NodeSelectorMismatch"
+    NODE_AFFINITY = "NodeAffinityMismatch"
+    UNTOLERATED_TAINT = "UntoleratedTaint"
+
+
 class IneligibleNodes(Model):
     reason: str = Field(
         description="NodeNameMismatch, NodeSelectorMismatch, NodeAffinityMismatch or "

@@ -13,8 +13,9 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from kubeherd.api.customdaemonset import IneligibleReason
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -115,13 +116,6 @@ class NodeInfo:
             labels={sys.intern(str(k)): sys.intern(str(v)) for k, v in labels.items()},
             taints=tuple(Taint.from_dict(taint) for taint in spec.get("taints") or ()),
         )
-
-
-class IneligibleReason(StrEnum):
-    NODE_NAME = "NodeNameMismatch"
-    NODE_SELECTOR = "NodeSelectorMismatch"
-    NODE_AFFINITY = "NodeAffinityMismatch"
-    UNTOLERATED_TAINT = "UntoleratedTaint"
 
 
 @dataclass(frozen=True)
