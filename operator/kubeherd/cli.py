@@ -33,9 +33,7 @@ def _run(options: argparse.Namespace) -> int:
 
     import kopf
 
-    # The type of kopf.run's `identity`, which Kopf does not export.
-    from kopf._core.engines.peering import Identity
-
+    from kubeherd.kopf_adapter import run_identity
     from kubeherd.kube import config
     from kubeherd.kube.http import check_login, exec_credential
     from kubeherd.main import Runtime  # importing it registers the handlers
@@ -99,7 +97,7 @@ def _run(options: argparse.Namespace) -> int:
         peering_name=options.peering or None,
         priority=operator_options.peering.priority if operator_options.peering else None,
         # Ours, not Kopf's default, which crashes for a uid without a passwd entry (the image's).
-        identity=Identity(own_identity()),
+        identity=run_identity(own_identity()),
         clusterwide=not options.namespace,
         namespaces=options.namespace or (),
         # kubeherd serves /healthz and /readyz itself (--health-address): Kopf's /healthz was

@@ -28,6 +28,7 @@ from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import Watches
 from kubeherd.daemonset.template_check import IdentityLookup
 from kubeherd.daemonset.template_review import OperatorIdentity
+from kubeherd.kopf_adapter import CLUSTER_PEERING, NAMESPACED_PEERING
 from kubeherd.kopf_watches import KopfWatches
 from kubeherd.kube import config
 from kubeherd.kube.client import Kind, Kube, KubeError, pool_size
@@ -42,7 +43,7 @@ from kubeherd.metrics.objects import (
     schedulerprofile_metrics,
 )
 from kubeherd.metrics.server import MetricsServer, tls_context
-from kubeherd.peering import CLUSTER_PEERING, NAMESPACED_PEERING, PeeringWatch
+from kubeherd.peering import PeeringWatch
 from kubeherd.probes import HealthServer
 from kubeherd.readiness import Readiness
 from kubeherd.scheduler.controller import SchedulerProfileController

@@ -25,18 +25,12 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from kubeherd.kopf_adapter import Peer, live_peers, peering_manifest
 from kubeherd.kube.client import Kind, Kube
-from kubeherd.meta import parse_time
 
 logger = logging.getLogger(__name__)
 
-PEERING_GROUP = "kopf.dev"
-CLUSTER_PEERING = Kind(
-    f"/apis/{PEERING_GROUP}/v1", "clusterkopfpeerings", "ClusterKopfPeering", namespaced=False
-)
-NAMESPACED_PEERING = Kind(f"/apis/{PEERING_GROUP}/v1", "kopfpeerings", "KopfPeering")
 # How often a replica reads the peering object to learn whether it was outranked.
 CHECK_INTERVAL = 2.0
 
@@ -78,28 +72,6 @@ class PeeringOptions:
     priority: int = field(default_factory=start_time_priority)
 
 
-@dataclass(frozen=True)
-class Peer:
-    identity: str
-    priority: int
-    deadline: float
-
-
-def live_peers(body: Mapping[str, Any] | None, now: float) -> list[Peer]:
-    """The entries of a peering object (Kopf keeps them in its status) whose lifetime runs."""
-    peers = []
-    for identity, entry in ((body or {}).get("status") or {}).items():
-        if not isinstance(entry, Mapping):
-            continue
-        last_seen = parse_time(entry.get("lastseen"))
-        if last_seen is None:
-            continue
-        deadline = last_seen + float(entry.get("lifetime", 60))
-        if deadline > now:
-            peers.append(Peer(str(identity), int(entry.get("priority", 0)), deadline))
-    return peers
-
-
 def outranking(peers: Sequence[Peer], own_priority: int) -> list[Peer]:
     """Live peers Kopf pauses this replica for. An equal priority is this replica's own entry:
     start_time_priority makes priorities unique."""
@@ -129,10 +101,7 @@ class PeeringWatch:
     async def ensure_objects(self) -> None:
         """Create the peering object(s) where missing: Kopf waits for them, paused, forever."""
         for kind, namespace in self.locations:
-            metadata: dict[str, Any] = {"name": self.options.name}
-            if namespace:
-                metadata["namespace"] = namespace
-            manifest = {"apiVersion": "kopf.dev/v1", "kind": kind.kind, "metadata": metadata}
+            manifest = peering_manifest(kind, self.options.name, namespace)
             if await self.kube.get_object(kind, namespace, self.options.name) is None:
                 outcome = await self.kube.create_object(kind, manifest)
                 if not (outcome.ok or outcome.already_exists):

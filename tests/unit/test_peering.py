@@ -11,7 +11,8 @@ from typing import NoReturn
 import pytest
 from kopf._core.engines.peering import detect_own_id
 
-from kubeherd.peering import live_peers, outranking, own_identity, start_time_priority
+from kubeherd.kopf_adapter import live_peers
+from kubeherd.peering import outranking, own_identity, start_time_priority
 
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
 
