@@ -43,6 +43,7 @@ from kubeherd.metrics.objects import (
     schedulerprofile_metrics,
 )
 from kubeherd.metrics.server import MetricsServer, tls_context
+from kubeherd.names import CUSTOMDAEMONSET, SCHEDULERPROFILE
 from kubeherd.peering import PeeringWatch
 from kubeherd.probes import HealthServer
 from kubeherd.readiness import Readiness
@@ -236,8 +237,8 @@ async def serve_metrics(options: OperatorOptions, memo: Runtime) -> MetricsServe
         OperatorCollector(
             memo.active,
             lambda: {
-                "CustomDaemonSet": parts.daemonsets.runner.waiting(),
-                "SchedulerProfile": parts.schedulers.runner.waiting(),
+                CUSTOMDAEMONSET: parts.daemonsets.runner.waiting(),
+                SCHEDULERPROFILE: parts.schedulers.runner.waiting(),
             },
         ),
     )

@@ -19,6 +19,7 @@ from kubeherd.defaults import (
     SCHEDULER_STATUS_INTERVAL,
 )
 from kubeherd.kube.client import REPORTING_COMPONENT, WriteLimits
+from kubeherd.names import GROUP
 from kubeherd.peering import PeeringOptions
 
 # The longest wait between Kopf's retries of a request that found no API server (seconds), as
@@ -115,12 +116,10 @@ def configure(settings: kopf.OperatorSettings, peering: PeeringOptions | None = 
         settings.peering.lifetime = peering.lifetime
     # Our own names on anything Kopf might write to objects we own (never to Nodes: the node
     # handlers are raw events and indices, which persist nothing).
-    settings.persistence.finalizer = "kubeherd.io/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
-        prefix="kubeherd.io", v1=False
-    )
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP, v1=False)
     settings.persistence.diffbase_storage = NoDiffBase(
-        prefix="kubeherd.io", key="last-handled-configuration", v1=False
+        prefix=GROUP, key="last-handled-configuration", v1=False
     )
     # Events kubeherd posts itself; Kopf's own ones (handler failures) carry our name too.
     settings.posting.reporting_component = REPORTING_COMPONENT

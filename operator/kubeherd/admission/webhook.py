@@ -34,7 +34,15 @@ from kubeherd.admission.review import profile_review, spec_changed
 from kubeherd.daemonset.template_review import ALLOWED, Review, checked_pod, pod_template_review
 from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
-from kubeherd.names import CUSTOMDAEMONSETS, GROUP, SCHEDULERPROFILES, VERSION
+from kubeherd.names import (
+    API_VERSION,
+    CUSTOMDAEMONSET,
+    CUSTOMDAEMONSETS,
+    GROUP,
+    SCHEDULERPROFILE,
+    SCHEDULERPROFILES,
+    VERSION,
+)
 from kubeherd.scheduler.catalog import CatalogChoice, image_catalog
 from kubeherd.scheduler.controller import claims_of, profile_image, profile_verdict
 
@@ -43,7 +51,7 @@ logger = logging.getLogger(__name__)
 SECRET = KINDS[("v1", "Secret")]
 CLUSTER_ROLE = KINDS[("rbac.authorization.k8s.io/v1", "ClusterRole")]
 CONFIGURATION = KINDS[("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")]
-SCHEDULER_PROFILE = KINDS[("kubeherd.io/v1alpha1", "SchedulerProfile")]
+SCHEDULER_PROFILE = KINDS[(API_VERSION, SCHEDULERPROFILE)]
 # `--webhook-listen=auto`: on when the API server can reach this process on loopback.
 AUTO = "auto"
 
@@ -344,7 +352,7 @@ async def answer(
 async def check_customdaemonset(
     body: kopf.Body, warnings: list[str], memo: Memo, **kwargs: Any
 ) -> None:
-    await answer(review_customdaemonset, "CustomDaemonSet", kwargs, body, warnings, memo)
+    await answer(review_customdaemonset, CUSTOMDAEMONSET, kwargs, body, warnings, memo)
 
 
 @kopf.on.validate(
@@ -357,7 +365,7 @@ async def check_customdaemonset(
 async def check_schedulerprofile(
     body: kopf.Body, warnings: list[str], memo: Memo, **kwargs: Any
 ) -> None:
-    await answer(review_schedulerprofile, "SchedulerProfile", kwargs, body, warnings, memo)
+    await answer(review_schedulerprofile, SCHEDULERPROFILE, kwargs, body, warnings, memo)
 
 
 def in_cluster() -> bool:

@@ -17,9 +17,7 @@ from pydantic import BaseModel
 
 from kubeherd.api.customdaemonset import CustomDaemonSet
 from kubeherd.api.schedulerprofile import DEFAULT_NAME_REFUSAL, SchedulerProfile
-
-GROUP = "kubeherd.io"
-VERSION = "v1alpha1"
+from kubeherd.names import CUSTOMDAEMONSETS, GROUP, SCHEDULERPROFILES, VERSION
 
 _LABELS = "self.template.metadata.labels"
 _EXPRESSION_MATCHES = (
@@ -118,7 +116,7 @@ SCHEDULER_COLUMNS = [
     ("AGE", "date", ".metadata.creationTimestamp", ""),
 ]
 CUSTOM_DAEMON_SET = Resource(
-    CustomDaemonSet, "customdaemonsets", ("cds",), DAEMONSET_COLUMNS, SPEC_RULES, ROOT_RULES
+    CustomDaemonSet, CUSTOMDAEMONSETS, ("cds",), DAEMONSET_COLUMNS, SPEC_RULES, ROOT_RULES
 )
 SCHEDULER_ROOT_RULES = [
     {
@@ -135,7 +133,7 @@ SCHEDULER_ROOT_RULES = [
 ]
 SCHEDULER_PROFILE = Resource(
     SchedulerProfile,
-    "schedulerprofiles",
+    SCHEDULERPROFILES,
     ("sp",),
     SCHEDULER_COLUMNS,
     root_rules=SCHEDULER_ROOT_RULES,

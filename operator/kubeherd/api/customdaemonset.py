@@ -23,6 +23,7 @@ from kubeherd.api.identifiers import (
 )
 from kubeherd.api.identifiers import LABEL_VALUE as LABEL_VALUE_PATTERN
 from kubeherd.defaults import MAX_HISTORY_LIMIT
+from kubeherd.names import API_VERSION, CUSTOMDAEMONSET
 
 PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 INT_OR_STRING: JsonDict = {"x-kubernetes-int-or-string": True}
@@ -524,8 +525,8 @@ class CustomDaemonSet(Model):
     """One pod per eligible node, placed by node affinity and bound by a scheduler, like an
     apps/v1 DaemonSet."""
 
-    api_version: str = Field(default="kubeherd.io/v1alpha1", description="kubeherd.io/v1alpha1")
-    kind: str = Field(default="CustomDaemonSet", description="CustomDaemonSet")
+    api_version: str = Field(default=API_VERSION, description=API_VERSION)
+    kind: str = Field(default=CUSTOMDAEMONSET, description=CUSTOMDAEMONSET)
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard metadata.")
     spec: CustomDaemonSetSpec = Field(description="What to run and where.")
     status: CustomDaemonSetStatus | None = Field(

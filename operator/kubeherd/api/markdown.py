@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.api.crd import GROUP, RESOURCES, VERSION, Resource, render_crd
+from kubeherd.api.crd import RESOURCES, Resource, render_crd
+from kubeherd.names import GROUP, VERSION
 
 HEADER = (
     "# kubeherd API reference\n\n"

@@ -22,6 +22,7 @@ from kubeherd.api.customdaemonset import (
     Toleration,
     list_map,
 )
+from kubeherd.names import API_VERSION, SCHEDULERPROFILE
 
 # The extension points of kube-scheduler's `plugins`, as the v1 Plugins type names them.
 EXTENSION_POINTS = (
@@ -461,8 +462,8 @@ class SchedulerProfileStatus(Model):
 class SchedulerProfile(Model):
     """An extra kube-scheduler with its own profiles, RBAC and leader election."""
 
-    api_version: str = Field(default="kubeherd.io/v1alpha1", description="kubeherd.io/v1alpha1")
-    kind: str = Field(default="SchedulerProfile", description="SchedulerProfile")
+    api_version: str = Field(default=API_VERSION, description=API_VERSION)
+    kind: str = Field(default=SCHEDULERPROFILE, description=SCHEDULERPROFILE)
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard metadata.")
     spec: SchedulerProfileSpec = Field(description="The configuration and how to run it.")
     status: SchedulerProfileStatus | None = Field(
