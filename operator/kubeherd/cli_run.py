@@ -31,7 +31,8 @@ def _run(options: argparse.Namespace) -> int:
 
     from kubeherd.kopf_adapter import run_identity
     from kubeherd.kube import config
-    from kubeherd.kube.http import check_login, exec_credential
+    from kubeherd.kube.credentials import exec_credential
+    from kubeherd.kube.http import check_login
     from kubeherd.main import Runtime  # importing it registers the handlers
     from kubeherd.peering import own_identity
 

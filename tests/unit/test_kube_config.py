@@ -21,7 +21,8 @@ from aiohttp import web
 
 from kubeherd.kube import config
 from kubeherd.kube.config import ConfigError, ExecPlugin, Login
-from kubeherd.kube.http import ApiSession, exec_credential, renewal_time
+from kubeherd.kube.credentials import exec_credential, renewal_time
+from kubeherd.kube.http import ApiSession
 from tests.unit.loopback import serving
 
 
@@ -269,7 +270,7 @@ def test_a_failing_exec_plugins_stderr_is_logged_once_as_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with (
-        caplog.at_level(logging.WARNING, logger="kubeherd.kube.http"),
+        caplog.at_level(logging.WARNING, logger="kubeherd.kube.credentials"),
         pytest.raises(ConfigError),
     ):
         asyncio.run(exec_credential(FAILING_PLUGIN))

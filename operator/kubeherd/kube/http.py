@@ -17,9 +17,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import datetime
-import json
-import logging
 import os
 import platform
 import ssl
@@ -28,23 +25,16 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from yarl import URL
 
 import kubeherd
-from kubeherd.kube.config import ConfigError, ExecPlugin, Login
+from kubeherd.kube.config import ConfigError, Login
+from kubeherd.kube.credentials import Credential, CredentialError, exec_credential, renewal_time
 from kubeherd.kube.proxy import ProxyRules
 
-logger = logging.getLogger(__name__)
-
-# A credential is renewed this long before it expires, or half way through its life if that
-# is shorter (else a short-lived one would be asked for again on every request).
-RENEW_BEFORE_EXPIRY = 60.0
-EXEC_TIMEOUT = 60.0
 # As kubectl sets it: a watch event may carry an object of up to 1.5 MiB.
 READ_BUFFER = 2**21
 # The manager of the fields kubeherd writes (managedFields, audit logs, SSA conflicts).
@@ -55,11 +45,6 @@ GO_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "i68
 # Characters a header name may hold besides letters and digits; others in an impersonated
 # extra's key are percent-encoded, as the API server decodes them.
 HEADER_NAME_CHARACTERS = "!#$&'*+-.^_`|~"
-
-
-class CredentialError(ConfigError, aiohttp.ClientConnectionError):
-    """No credential could be had (an exec plugin failed). A ConfigError for kubeherd and its
-    CLI; a connection error for Kopf, which then backs off and tries again."""
 
 
 class ProxyRefused(aiohttp.ClientConnectionError):
@@ -98,17 +83,6 @@ def user_agent() -> str:
     )
 
 
-@dataclass(frozen=True)
-class Credential:
-    """What goes with each request: the Authorization header and the client certificate."""
-
-    authorization: str | None
-    certificate_pem: bytes | None
-    key_pem: bytes | None
-    # time.time() after which to renew; None: never.
-    expires: float | None = None
-
-
 def tls_context(
     ca_pem: bytes | None,
     certificate_pem: bytes | None,
@@ -130,78 +104,6 @@ def tls_context(
             key.write_bytes(key_pem)
             context.load_cert_chain(certificate, key)
     return context
-
-
-async def exec_credential(plugin: ExecPlugin) -> Credential:
-    """Run the plugin as kubectl does and read its ExecCredential.
-
-    A ConfigError's text can end up in Events and status conditions in tenant namespaces, so it
-    names only the command's file name; what the plugin wrote to stderr (account ids, role
-    names, paths) goes to the operator's log alone."""
-    name = Path(plugin.command).name
-    spec: dict[str, Any] = {"interactive": False}
-    if plugin.cluster_info is not None:
-        spec["cluster"] = dict(plugin.cluster_info)
-    info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec}
-    env = {**os.environ, **dict(plugin.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
-    try:
-        process = await asyncio.create_subprocess_exec(
-            plugin.command,
-            *plugin.args,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as error:
-        logger.warning("exec plugin %s could not be started: %s", plugin.command, error)
-        hint = f"; {plugin.install_hint.strip()}" if plugin.install_hint.strip() else ""
-        raise CredentialError(
-            f"exec plugin {name} could not be started: {error.strerror}{hint}"
-        ) from None
-    try:
-        output, errors = await asyncio.wait_for(process.communicate(), EXEC_TIMEOUT)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise CredentialError(
-            f"exec plugin {name} gave no answer in {EXEC_TIMEOUT:.0f} s"
-        ) from None
-    if process.returncode != 0:
-        logger.warning(
-            "exec plugin %s exited %d; it wrote: %s",
-            plugin.command,
-            process.returncode,
-            errors.decode(errors="replace").strip(),
-        )
-        raise CredentialError(f"exec plugin {name} failed with exit code {process.returncode}")
-    try:
-        status = json.loads(output)["status"]
-    except (ValueError, KeyError, TypeError):
-        raise CredentialError(f"exec plugin {name} wrote no ExecCredential") from None
-    token = status.get("token")
-    certificate = status.get("clientCertificateData")
-    key = status.get("clientKeyData")
-    if not token and not (certificate and key):
-        raise CredentialError(f"exec plugin {name} gave neither a token nor a certificate")
-    return Credential(
-        authorization=f"Bearer {token}" if token else None,
-        certificate_pem=certificate.encode() if certificate else None,
-        key_pem=key.encode() if key else None,
-        expires=_timestamp(status.get("expirationTimestamp")),
-    )
-
-
-def _timestamp(value: Any) -> float | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
 
 
 class ApiSession:
@@ -396,12 +298,6 @@ class ApiSession:
             pair = f"{login.username}:{login.password or ''}".encode()
             return Credential(f"Basic {base64.b64encode(pair).decode()}", None, None)
         return Credential(None, None, None)
-
-
-def renewal_time(expires: float, now: float | None = None) -> float:
-    """When to renew a credential that expires at `expires`."""
-    now = time.time() if now is None else now
-    return expires - min(RENEW_BEFORE_EXPIRY, max(expires - now, 0.0) / 2)
 
 
 def check_login(login: Login, environ: Mapping[str, str] = os.environ) -> None:
