@@ -33,6 +33,7 @@ def _run(options: argparse.Namespace) -> int:
     from kubeherd.kube import config
     from kubeherd.kube.credentials import exec_credential
     from kubeherd.kube.http import check_login
+    from kubeherd.kube.login import ConfigError
     from kubeherd.main import Runtime  # importing it registers the handlers
     from kubeherd.peering import own_identity
 
@@ -56,7 +57,7 @@ def _run(options: argparse.Namespace) -> int:
         check_login(login, os.environ)
         if login.exec_plugin is not None:
             asyncio.run(exec_credential(login.exec_plugin))
-    except config.ConfigError as error:
+    except ConfigError as error:
         if options.log_format != "json":
             raise  # the command's `error: ...` line
         # A log pipeline reading JSON gets the reason as one more object, not a plain line.

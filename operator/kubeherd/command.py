@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from kubeherd.kube.config import ConfigError
+from kubeherd.kube.login import ConfigError
 
 Check = Callable[[argparse.ArgumentParser, argparse.Namespace], None]
 

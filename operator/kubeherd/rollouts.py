@@ -25,6 +25,7 @@ from kubeherd.daemonset.pods import OWNER_LABEL
 from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
 from kubeherd.kube import config
 from kubeherd.kube.client import KINDS, Kube, KubeError, WriteLimits
+from kubeherd.kube.login import ConfigError, Login
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP
 
 KIND_NAMES = frozenset(
@@ -204,13 +205,13 @@ class Target:
     context: str | None = None
 
 
-def _login(target: Target) -> config.Login:
+def _login(target: Target) -> Login:
     """The login kubectl would use: the kubeconfig (--kubeconfig, else KUBECONFIG or
     ~/.kube/config) and its context (--context, else the current one), else the pod's service
     account. kubectl's order, not the operator's: a kubeconfig in a pod wins here."""
     try:
         return config.from_kubeconfig(target.kubeconfig, target.context)
-    except config.ConfigError as kubeconfig_error:
+    except ConfigError as kubeconfig_error:
         # A kubeconfig or context named on the command line must be used, never silently
         # replaced.
         if target.kubeconfig:
@@ -219,7 +220,7 @@ def _login(target: Target) -> config.Login:
             raise RolloutError(f"cannot use --context: {kubeconfig_error}") from None
         try:
             return config.in_cluster()
-        except config.ConfigError:
+        except ConfigError:
             raise RolloutError(
                 f"{kubeconfig_error}, and not running in a cluster; "
                 "set KUBECONFIG or pass --kubeconfig"

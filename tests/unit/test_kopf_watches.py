@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from yarl import URL
 
 from kubeherd.kopf_watches import KopfWatches
-from kubeherd.kube.config import Login
 from kubeherd.kube.http import ApiSession
+from kubeherd.kube.login import Login
 from kubeherd.metrics.objects import ReadinessCollector
 from kubeherd.readiness import Readiness
 from tests.unit.loopback import serving

@@ -20,9 +20,9 @@ import yaml
 from aiohttp import web
 
 from kubeherd.kube import config
-from kubeherd.kube.config import ConfigError, ExecPlugin, Login
 from kubeherd.kube.credentials import exec_credential, renewal_time
 from kubeherd.kube.http import ApiSession
+from kubeherd.kube.login import ConfigError, ExecPlugin, Login
 from tests.unit.loopback import serving
 
 

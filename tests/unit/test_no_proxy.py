@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubeherd.kube.config import ConfigError
+from kubeherd.kube.login import ConfigError
 from kubeherd.kube.proxy import ProxyRules
 
 PROXY = "http://proxy.corp:3128"

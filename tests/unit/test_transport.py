@@ -22,8 +22,8 @@ from aiohttp import web
 import kubeherd
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import Kind, Kube, WriteLimits
-from kubeherd.kube.config import ConfigError, ExecPlugin, Login
 from kubeherd.kube.http import ApiSession
+from kubeherd.kube.login import ConfigError, ExecPlugin, Login
 from tests.unit.loopback import serving
 
 CONFIGMAPS = Kind("/api/v1", "configmaps", "ConfigMap")

@@ -26,6 +26,7 @@ import aiohttp
 
 from kubeherd.kube import config
 from kubeherd.kube.http import FIELD_MANAGER, ApiSession
+from kubeherd.kube.login import ConfigError, Login
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
 from kubeherd.metrics.health import API_REQUESTS, API_RETRIES, request_verb
@@ -220,7 +221,7 @@ class Kube:
         self._posting: set[asyncio.Task[Outcome]] = set()
 
     @classmethod
-    def connect(cls, limits: WriteLimits, login: config.Login | None = None) -> Kube:
+    def connect(cls, limits: WriteLimits, login: Login | None = None) -> Kube:
         """A client with its own transport (the CLI's): `login`, else as config.load finds it."""
         return cls(ApiSession(login or config.load(), pool_size(limits)), limits)
 
@@ -263,7 +264,7 @@ class Kube:
                         answer = await response.read()
                     finally:
                         response.release()
-                except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
+                except (TimeoutError, OSError, aiohttp.ClientError, ConfigError) as error:
                     return Outcome(status=0, message=f"request failed: {error}")
                 finally:
                     del data
@@ -452,7 +453,7 @@ class Kube:
                 body = await response.read()
             finally:
                 response.release()
-        except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
+        except (TimeoutError, OSError, aiohttp.ClientError, ConfigError) as error:
             return DryRun(0, {"message": f"request failed: {error}"})
         try:
             status = json.loads(body)
@@ -472,7 +473,7 @@ class Kube:
                 body = await response.read()
             finally:
                 response.release()
-        except (TimeoutError, OSError, aiohttp.ClientError, config.ConfigError) as error:
+        except (TimeoutError, OSError, aiohttp.ClientError, ConfigError) as error:
             raise KubeError(Outcome(0, f"request failed: {error}")) from error
         if not 200 <= response.status < 300:
             raise KubeError(Outcome(response.status, _api_message(body, response.status)))

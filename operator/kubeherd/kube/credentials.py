@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from kubeherd.kube.config import ConfigError, ExecPlugin
+from kubeherd.kube.login import ConfigError, ExecPlugin
 
 logger = logging.getLogger(__name__)
 

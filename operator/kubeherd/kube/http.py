@@ -31,8 +31,8 @@ import aiohttp
 from yarl import URL
 
 import kubeherd
-from kubeherd.kube.config import ConfigError, Login
 from kubeherd.kube.credentials import Credential, CredentialError, exec_credential, renewal_time
+from kubeherd.kube.login import ConfigError, Login
 from kubeherd.kube.proxy import ProxyRules
 
 # As kubectl sets it: a watch event may carry an object of up to 1.5 MiB.
