@@ -17,3 +17,12 @@ DEFAULT_METRICS_ADDRESS = "0.0.0.0:8081"
 # The CRD's bound on spec.revisionHistoryLimit: the controller lists and keeps a record of every
 # revision it keeps. The native DaemonSet's default is 10, and nobody rolls back 100 templates.
 MAX_HISTORY_LIMIT = 100
+# The longest wait between dry-runs of a template the API server gave no verdict on, seconds.
+TEMPLATE_CHECK_LIMIT = 30.0
+# The CustomDaemonSet API's defaults: the CRD's schema (api/customdaemonset.py) and the
+# controller's reading of a spec (daemonset/spec.py) both take them from here. The native
+# DaemonSet's are the same.
+DEFAULT_HISTORY_LIMIT = 10
+DEFAULT_PROGRESS_DEADLINE = 600
+DEFAULT_MAX_UNAVAILABLE = 1
+DEFAULT_MAX_SURGE = 0

@@ -22,7 +22,13 @@ from kubeherd.api.identifiers import (
     label_key_rule,
 )
 from kubeherd.api.identifiers import LABEL_VALUE as LABEL_VALUE_PATTERN
-from kubeherd.defaults import MAX_HISTORY_LIMIT
+from kubeherd.defaults import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_MAX_SURGE,
+    DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_PROGRESS_DEADLINE,
+    MAX_HISTORY_LIMIT,
+)
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET
 
 PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
@@ -343,13 +349,13 @@ class RollingUpdate(Model):
     )
 
     max_unavailable: int | str = Field(
-        default=1,
+        default=DEFAULT_MAX_UNAVAILABLE,
         description="How many nodes (or what percentage, rounded up) may lack an available "
         "pod during an update.",
         json_schema_extra=INT_OR_STRING,
     )
     max_surge: int | str = Field(
-        default=0,
+        default=DEFAULT_MAX_SURGE,
         description="How many nodes (or what percentage, rounded up) may run an old and a new "
         "pod at once during an update: the new pod starts beside the old one, which goes "
         "once the new one is available.",
@@ -398,7 +404,7 @@ class CustomDaemonSetSpec(Model):
         json_schema_extra={"default": {}},
     )
     revision_history_limit: int = Field(
-        default=10,
+        default=DEFAULT_HISTORY_LIMIT,
         ge=0,
         le=MAX_HISTORY_LIMIT,
         description=f"How many old template revisions to keep, at most {MAX_HISTORY_LIMIT}: "
@@ -407,7 +413,7 @@ class CustomDaemonSetSpec(Model):
         f"if it said {MAX_HISTORY_LIMIT}.",
     )
     progress_deadline_seconds: int = Field(
-        default=600,
+        default=DEFAULT_PROGRESS_DEADLINE,
         ge=1,
         description="Seconds a rolling update may go without progress (a node updated, a new pod "
         "available) before kubeherd reports it stuck: the Progressing condition turns False with "

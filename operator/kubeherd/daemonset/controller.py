@@ -21,7 +21,7 @@ from kubeherd.daemonset.passes import NodeView, PassInput, PassPlan, plan_pass
 from kubeherd.daemonset.pods import KIND
 from kubeherd.daemonset.report import ReportInput, report
 from kubeherd.daemonset.spec import DaemonSetSpec, kept_body, parse_spec
-from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, PodSource
+from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, Pacing, PodSource
 from kubeherd.daemonset.status import refused_selector_status
 from kubeherd.daemonset.template_check import (
     IdentityLookup,
@@ -29,7 +29,7 @@ from kubeherd.daemonset.template_check import (
     judged_valid_before,
     no_identity,
 )
-from kubeherd.daemonset.writes import Pacing, claim_pods, create_pods, delete_pods, pod_builder
+from kubeherd.daemonset.writes import claim_pods, create_pods, delete_pods, pod_builder
 from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, Outcome

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.claims import (
@@ -30,6 +29,7 @@ from kubeherd.daemonset.revisions import (
     revision_template,
     revisions_to_prune,
 )
+from kubeherd.daemonset.state import History
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 from kubeherd.meta import controller_reference
@@ -39,22 +39,6 @@ logger = logging.getLogger(__name__)
 REVISION_KIND = KINDS[("apps/v1", "ControllerRevision")]
 # A name taken by an object we do not own makes the next attempt hash with a higher count.
 MAX_ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class History:
-    """The CustomDaemonSet's revisions and which one its current template is."""
-
-    revision: str = ""
-    revisions: tuple[RevisionRecord, ...] = ()
-    collision_count: int = 0
-
-    def previous(self, current_revision_name: str) -> RevisionRecord | None:
-        """The revision a partition keeps nodes on: the last one every node ran."""
-        for revision in self.revisions:
-            if revision.name == current_revision_name and revision.hash != self.revision:
-                return revision
-        return None
 
 
 async def record_revision(

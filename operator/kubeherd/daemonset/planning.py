@@ -17,6 +17,7 @@ from typing import Any
 from kubeherd.daemonset.eligibility import NodeInfo, Verdict, compile_pod_requirements
 from kubeherd.daemonset.pods import REVISION_LABEL, target_node
 from kubeherd.daemonset.spec import resolve_budget
+from kubeherd.defaults import DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE
 
 # How many example node names a status entry on ineligible nodes lists.
 EXAMPLE_NODES = 3
@@ -369,12 +370,14 @@ def plan_rolling_update(
     watch has not shown yet, so two quick passes never spend a budget twice. Nodes in `kept_back`
     (a partition) are left alone, though they still count for the budget."""
     eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
-    max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), 0)
+    max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), DEFAULT_MAX_SURGE)
     if max_surge > 0:
         return _surge_step(
             eligible, revision, max_surge, min_ready_seconds, now, already_created, kept_back
         )
-    max_unavailable = resolve_budget(rolling_update.get("maxUnavailable"), len(eligible), 1)
+    max_unavailable = resolve_budget(
+        rolling_update.get("maxUnavailable"), len(eligible), DEFAULT_MAX_UNAVAILABLE
+    )
     # Both zero is refused upstream at admission; at runtime it falls back to 1.
     max_unavailable = max_unavailable or 1
     step = RolloutStep()

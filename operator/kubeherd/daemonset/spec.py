@@ -15,10 +15,13 @@ from typing import Any
 from kubeherd.daemonset.claims import selector_problems
 from kubeherd.daemonset.pods import canonical_hash, canonical_json
 from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION
-from kubeherd.defaults import MAX_HISTORY_LIMIT
-
-DEFAULT_HISTORY_LIMIT = 10
-DEFAULT_PROGRESS_DEADLINE = 600
+from kubeherd.defaults import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_MAX_SURGE,
+    DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_PROGRESS_DEADLINE,
+    MAX_HISTORY_LIMIT,
+)
 
 
 def resolve_budget(value: int | str | None, desired: int, default: int) -> int:
@@ -74,21 +77,19 @@ class DaemonSetSpec:
     def surge(self) -> bool:
         """Whether an update starts the new pod beside the old one, as the native controller
         decides it (AllowsSurge): a rolling update whose maxSurge is above zero."""
-        return self.rolling_update and resolve_budget(self.max_surge, 1, 0) > 0
-
-    def max_surge_for(self, eligible: int) -> int:
-        return resolve_budget(self.max_surge, eligible, 0) if self.surge else 0
+        return self.rolling_update and resolve_budget(self.max_surge, 1, DEFAULT_MAX_SURGE) > 0
 
     def max_unavailable_for(self, eligible: int) -> int:
         # Both zero is refused at admission; should it get through, one node at a time.
-        return resolve_budget(self.max_unavailable, eligible, 1) or 1
+        return resolve_budget(self.max_unavailable, eligible, DEFAULT_MAX_UNAVAILABLE) or 1
 
     @property
     def budget_text(self) -> str:
         """The limit a rolling update halts at, for messages."""
         if self.surge:
             return f"maxSurge {self.max_surge}"
-        return f"maxUnavailable {1 if self.max_unavailable is None else self.max_unavailable}"
+        budget = DEFAULT_MAX_UNAVAILABLE if self.max_unavailable is None else self.max_unavailable
+        return f"maxUnavailable {budget}"
 
 
 def placement(pod_spec: Mapping[str, Any]) -> dict[str, Any]:

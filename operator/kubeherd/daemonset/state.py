@@ -1,6 +1,7 @@
 """What the CustomDaemonSet controller remembers of one object between passes, in parts: the
 spec as read, the ledger of nodes, the revisions, the rollout in flight, the write pacing, the
-template's verdict and the status writes."""
+template's verdict and the status writes. Data only: the passes read and change it, and the
+I/O modules below the controller take the parts they write with."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubeherd.daemonset.eligibility import NodeInfo
-from kubeherd.daemonset.history import History
+from kubeherd.daemonset.passes import ExpectedPod
 from kubeherd.daemonset.planning import NodeRecord, PodInfo
 from kubeherd.daemonset.report import Progress
+from kubeherd.daemonset.revisions import RevisionRecord
 from kubeherd.daemonset.spec import DaemonSetSpec
-from kubeherd.daemonset.template_check import TemplateCheck
-from kubeherd.daemonset.writes import Pacing
+from kubeherd.defaults import TEMPLATE_CHECK_LIMIT
+from kubeherd.kube.ratelimit import Backoff
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -57,6 +59,52 @@ class StatusWrites:
             and body.get("status") == self.written
             and metadata.get("generation") == before["metadata"].get("generation")
         )
+
+
+@dataclass(frozen=True)
+class History:
+    """The CustomDaemonSet's revisions and which one its current template is."""
+
+    revision: str = ""
+    revisions: tuple[RevisionRecord, ...] = ()
+    collision_count: int = 0
+
+    def previous(self, current_revision_name: str) -> RevisionRecord | None:
+        """The revision a partition keeps nodes on: the last one every node ran."""
+        for revision in self.revisions:
+            if revision.name == current_revision_name and revision.hash != self.revision:
+                return revision
+        return None
+
+
+@dataclass
+class Pacing:
+    """How fast one CustomDaemonSet's pods are written, carried from pass to pass."""
+
+    create_backoff: Backoff
+    max_failed_pod_backoff: float
+    # The first batch of the next creates (`next_first_batch`).
+    first_create_batch: int = 1
+    # Why the last creates were refused, for the ReplicaFailure condition; None: they were not.
+    create_failure: str | None = None
+    # Per node: (not before, backoff) after a failed pod, as the native controller does.
+    failed_pods: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
+    # Per node: the pod created there that the watch has not shown yet. Pod names are
+    # generated, so this, not the name, keeps a second pass from creating a second pod.
+    expected: dict[str, ExpectedPod] = field(default_factory=dict)
+
+    def failed_pod_not_before(self) -> dict[str, float]:
+        return {node: entry[0] for node, entry in self.failed_pods.items()}
+
+
+@dataclass
+class TemplateCheck:
+    """The API server's verdict on the template, and how long to wait for one."""
+
+    backoff: Backoff = field(default_factory=lambda: Backoff(TEMPLATE_CHECK_LIMIT))
+    # The hash of the template the API server judged, and why it refused it, if it did.
+    checked: str = ""
+    problem: str | None = None
 
 
 @dataclass

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from kubeherd.daemonset.state import TemplateCheck
 from kubeherd.daemonset.template_review import (
     NO_IDENTITY,
     OperatorIdentity,
@@ -20,20 +20,8 @@ from kubeherd.daemonset.template_review import (
 )
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube
-from kubeherd.kube.ratelimit import Backoff
 
 logger = logging.getLogger(__name__)
-
-# The longest wait between dry-runs of a template the API server gave no verdict on.
-TEMPLATE_CHECK_LIMIT = 30.0
-
-
-@dataclass
-class TemplateCheck:
-    backoff: Backoff = field(default_factory=lambda: Backoff(TEMPLATE_CHECK_LIMIT))
-    # The hash of the template the API server judged, and why it refused it, if it did.
-    checked: str = ""
-    problem: str | None = None
 
 
 def judged_valid_before(body: Mapping[str, Any]) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubeherd.daemonset.claims import (
@@ -19,10 +18,10 @@ from kubeherd.daemonset.claims import (
     release_patch,
     selector_text,
 )
-from kubeherd.daemonset.history import History
 from kubeherd.daemonset.passes import ExpectedPod, PlannedCreate
 from kubeherd.daemonset.planning import DeletePod, PodInfo, create_batches, next_first_batch
 from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, DaemonPodMaker, target_node
+from kubeherd.daemonset.state import History, Pacing
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
@@ -32,26 +31,6 @@ from kubeherd.metrics.health import API_RETRIES
 logger = logging.getLogger(__name__)
 
 POD_KIND = KINDS[("v1", "Pod")]
-
-
-@dataclass
-class Pacing:
-    """How fast one CustomDaemonSet's pods are written, carried from pass to pass."""
-
-    create_backoff: Backoff
-    max_failed_pod_backoff: float
-    # The first batch of the next creates (`next_first_batch`).
-    first_create_batch: int = 1
-    # Why the last creates were refused, for the ReplicaFailure condition; None: they were not.
-    create_failure: str | None = None
-    # Per node: (not before, backoff) after a failed pod, as the native controller does.
-    failed_pods: dict[str, tuple[float, Backoff]] = field(default_factory=dict)
-    # Per node: the pod created there that the watch has not shown yet. Pod names are
-    # generated, so this, not the name, keeps a second pass from creating a second pod.
-    expected: dict[str, ExpectedPod] = field(default_factory=dict)
-
-    def failed_pod_not_before(self) -> dict[str, float]:
-        return {node: entry[0] for node, entry in self.failed_pods.items()}
 
 
 async def delete_pods(
