@@ -26,7 +26,7 @@ from kubeherd.admission.webhook import (
 )
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.handlers import Watches
-from kubeherd.daemonset.template_check import IdentityLookup
+from kubeherd.daemonset.reads import IdentityLookup
 from kubeherd.daemonset.template_review import OperatorIdentity
 from kubeherd.kopf_adapter import CLUSTER_PEERING, NAMESPACED_PEERING
 from kubeherd.kopf_watches import KopfWatches

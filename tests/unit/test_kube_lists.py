@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset.history import claimed_revisions
+from kubeherd.daemonset.reads import claimed_revisions
 from kubeherd.daemonset.revisions import build_revision
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import KINDS, Kube, WriteLimits

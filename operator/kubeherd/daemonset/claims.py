@@ -2,17 +2,18 @@
 them: by its selector and by controller reference. An object matching the selector with no
 controller is adopted; one it controls that no longer matches is released.
 
-Pure: plain data in, plain data out (label selectors as the API server reads them, and the
-JSON patches that adopt or release).
+Pure: plain data in, plain data out (label selectors as the API server reads them, the JSON
+patches that adopt or release, and which objects a pass adopts or releases).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.api.identifiers import LABEL_KEY_TEXT, LABEL_VALUE_TEXT, is_label_key, is_label_value
-from kubeherd.daemonset.pods import OWNER_LABEL, REVISION_LABEL
+from kubeherd.daemonset.pods import OWNER_LABEL, REVISION_LABEL, target_node
 
 
 class InvalidSelectorError(ValueError):
@@ -191,3 +192,63 @@ def revision_adoptable(body: Mapping[str, Any]) -> bool:
     template hash label to recognise its pods by."""
     labels = (body.get("metadata") or {}).get("labels") or {}
     return controller_uid(body) is None and bool(labels.get(REVISION_LABEL))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One adoption or release: the object's name and the JSON patch that does it. An adopted
+    pod's node and revision: until the watch shows the pod as this CustomDaemonSet's, its node
+    must not get a second one."""
+
+    name: str
+    patch: list[dict[str, Any]]
+    node: str | None = None
+    revision: str = ""
+
+
+@dataclass(frozen=True)
+class PodCandidates:
+    """The pods a claim may concern, as a pass read them: orphans its selector matches, and
+    pods carrying its owner label that some requirement of its selector no longer matches."""
+
+    orphans: tuple[Mapping[str, Any], ...] = ()
+    outside: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    adopt: tuple[Claim, ...] = ()
+    release: tuple[Claim, ...] = ()
+
+
+def plan_pod_claims(
+    candidates: PodCandidates, owner: Mapping[str, Any], reference: Mapping[str, Any]
+) -> PodClaims:
+    """Adopt the orphans (no controller, not being deleted), release the pods the owner
+    controls outside its selector, as the native controller does. A pod found outside more
+    than one requirement is released once."""
+    name, uid = owner["metadata"]["name"], owner["metadata"]["uid"]
+    adopt = []
+    for orphan in candidates.orphans:
+        metadata = orphan.get("metadata") or {}
+        if controller_uid(orphan) is not None or metadata.get("deletionTimestamp"):
+            continue
+        revision = str((metadata.get("labels") or {}).get(REVISION_LABEL, ""))
+        patch = adoption_patch(orphan, reference, name)
+        adopt.append(Claim(metadata["name"], patch, target_node(orphan), revision))
+    release: dict[str, Claim] = {}
+    for found in candidates.outside:
+        pod_name = found["metadata"]["name"]
+        if controller_uid(found) == uid and pod_name not in release:
+            release[pod_name] = Claim(pod_name, release_patch(found, uid))
+    return PodClaims(tuple(adopt), tuple(release.values()))
+
+
+def revision_adoptions(
+    orphans: Iterable[Mapping[str, Any]], reference: Mapping[str, Any], owner_name: str
+) -> list[Claim]:
+    """The adoptions of orphan ControllerRevisions its selector found (`revision_adoptable`)."""
+    return [
+        Claim(orphan["metadata"]["name"], adoption_patch(orphan, reference, owner_name))
+        for orphan in orphans
+    ]

@@ -2,11 +2,11 @@
 
 Watch events only mark what changed (a CustomDaemonSet, or some nodes of it) on the shared
 keyed runner (`kubeherd.runner`), which runs one pass at a time per object over everything
-marked so far. A pass gathers the marked nodes' Nodes and pods from the watches, has the pure
-pass (`passes.plan_pass`) decide, carries out its plan through the rate-limited client, and has
-the pure report (`report.report`) say what the status is and when to look again. The rooms it
-calls: `history` (ControllerRevisions), `writes` (paced pod writes and claims), `spec` (the spec
-read once per generation).
+marked so far. A pass is one straight line: it gathers what the decision needs (`reads`: the
+marked nodes' Nodes and pods from the watches, the template's verdict, the revisions, the pods
+a claim may concern), has the pure pass (`passes.plan_pass`) decide everything, sends every
+write of the plan (`act`), and has the pure report (`report.report`) say what the status is
+and when to look again. Only a revision write that loses a race sends it round again.
 """
 
 from __future__ import annotations
@@ -16,23 +16,17 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kubeherd.daemonset.history import kept_back_templates, prune_history, record_revision
-from kubeherd.daemonset.passes import NodeView, PassInput, PassPlan, plan_pass
+from kubeherd.daemonset.act import Act, Acted
+from kubeherd.daemonset.passes import PassPlan, Stop, plan_pass
 from kubeherd.daemonset.pods import KIND
+from kubeherd.daemonset.reads import IdentityLookup, Reads, no_identity
 from kubeherd.daemonset.report import ReportInput, report
 from kubeherd.daemonset.spec import DaemonSetSpec, kept_body, parse_spec
-from kubeherd.daemonset.state import DaemonSetState, Key, NodeSource, Pacing, PodSource
+from kubeherd.daemonset.state import Attempt, DaemonSetState, Key, NodeSource, Pacing, PodSource
 from kubeherd.daemonset.status import refused_selector_status
-from kubeherd.daemonset.template_check import (
-    IdentityLookup,
-    judge_template,
-    judged_valid_before,
-    no_identity,
-)
-from kubeherd.daemonset.writes import claim_pods, create_pods, delete_pods, pod_builder
 from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import Kube, Outcome
+from kubeherd.kube.client import Kube
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import iso_time, status_changed
 from kubeherd.names import CUSTOMDAEMONSETS
@@ -46,6 +40,9 @@ STATUS_INTERVAL = 1.0
 COALESCE_SECONDS = 0.05
 # How many of our latest status writes are recognised when their watch events come back.
 OWN_VERSIONS_KEPT = 8
+# Attempts of one pass whose revision write loses a race (a name an object we do not own took
+# makes the next attempt hash with a higher count).
+MAX_ATTEMPTS = 5
 # The runner's timers, per CustomDaemonSet.
 STATUS_TIMER, AVAILABLE_TIMER, DEADLINE_TIMER = "status", "available", "deadline"
 CREATE_RETRY_TIMER, FAILED_POD_TIMER, TEMPLATE_TIMER = "create-retry", "failed-pod", "template"
@@ -64,13 +61,14 @@ class DaemonSetController:
         operator: IdentityLookup = no_identity,
     ) -> None:
         self.kube = kube
-        self.operator = operator
         self.nodes = nodes
         self.pods = pods
         self.max_create_backoff = max_create_backoff
         self.max_failed_pod_backoff = max_failed_pod_backoff
         self.clock = clock
         self.events = EventRecorder(kube, KIND, clock=clock)
+        self.reads = Reads(kube, nodes, pods, operator, clock)
+        self.act = Act(kube, self.events, clock)
         self.runner: KeyedRunner[Key] = KeyedRunner(
             self._pass,
             what="CustomDaemonSet",
@@ -151,7 +149,7 @@ class DaemonSetController:
     async def stop(self) -> None:
         await self.runner.stop()
 
-    # One pass ----------------------------------------------------------------------------
+    # One pass: gather, plan, act, report -------------------------------------------------
 
     async def _pass(self, key: Key, marks: Marks) -> None:
         state = self._states.get(key)
@@ -161,71 +159,46 @@ class DaemonSetController:
             # Never on a half-known cluster, nor before this object's pods are known.
             await state.ready()
             state.ready = None
-        spec = state.spec
-        if spec.selector_problem is not None:
-            await self._refuse_selector(key, state, spec.generation, spec.selector_problem)
+        attempt = Attempt()
+        for _ in range(MAX_ATTEMPTS):
+            deferred = self.runner.pending(key, STATUS_TIMER)
+            plan = plan_pass(await self.reads.gather(key, state, marks, attempt, deferred))
+            if plan.flush_status and state.status.last_pass is not None:
+                # A deferred status goes out first, for the spec it describes: the next
+                # rollout starts from it (its currentRevision above all).
+                self.runner.cancel(key, STATUS_TIMER)
+                await self._write_status(key, state, *state.status.last_pass)
+            acted = await self.act.act(state, plan, attempt)
+            if isinstance(acted, Acted):
+                break
+            attempt = acted  # a revision write lost a race: gather and decide again
+        else:
+            raise RuntimeError(f"no free ControllerRevision name for {key[0]}/{key[1]}")
+        self._schedule_retries(key, state, plan, acted)
+        if plan.stop is Stop.SELECTOR:
+            await self._refuse_selector(key, state)
+        elif plan.stop is Stop.TEMPLATE:
+            await self._write_status(key, state, state.spec, 0)
+        elif plan.stop is None:
+            self._first_pass_logged(key, state, plan)
+            await self._report(key, state, plan)
+
+    def _first_pass_logged(self, key: Key, state: DaemonSetState, plan: PassPlan) -> None:
+        """After a start, a user (and make bench) can see when each object was looked at
+        against the whole cluster, and whether anything had to change."""
+        if state.caught_up:
             return
-        state.selector_problem_announced = None
-        if spec.template_hash != state.template.checked and judged_valid_before(state.body):
-            state.template.checked = spec.template_hash
-        if spec.template_hash != state.template.checked:
-            retry = await judge_template(
-                self.kube,
-                self.events,
-                {**state.body, "spec": {**state.body["spec"], "template": spec.template}},
-                spec.template_hash,
-                state.template,
-                self.operator,
-            )
-            if retry is not None:
-                # No verdict yet: nothing acts on a template that may be invalid.
-                self.runner.wake_later(key, TEMPLATE_TIMER, retry, everything=True)
-                return
-        if state.template.problem is not None:
-            # Nothing of a template the API server refuses can run, and its node affinity may
-            # read as matching no node: acting on it would only delete what runs now.
-            await self._write_status(key, state, spec, 0)
-            return
-        rollout = state.rollout
-        new_spec = (spec.template_hash, spec.generation) != (
-            rollout.template_hash,
-            rollout.generation,
+        state.caught_up = True
+        todo = (
+            f"creating {len(plan.creates)} pods, deleting {len(plan.deletes)}"
+            if plan.creates or plan.deletes
+            else "nothing to do"
         )
-        if new_spec and self.runner.pending(key, STATUS_TIMER) and state.status.last_pass:
-            # A deferred status goes out first, for the spec it describes: the next rollout
-            # starts from it (its currentRevision above all).
-            self.runner.cancel(key, STATUS_TIMER)
-            await self._write_status(key, state, *state.status.last_pass)
-        if spec.template_hash != rollout.template_hash:
-            state.history = await record_revision(
-                self.kube, self.events, state.body, spec.template_json
-            )
-        dirty = marks.nodes
-        if marks.everything or new_spec:
-            # A new template or generation can change every node's verdict.
-            dirty = set(self.nodes.names()) | set(state.ledger) | self.pods.nodes_with_pods(key)
-            if spec.generation != rollout.generation:
-                state.pacing.failed_pods.clear()
-            rollout.rolling = True
-            rollout.template_hash, rollout.generation = spec.template_hash, spec.generation
-        if state.claims_due:
-            state.claims_due = False
-            await self._claim(key, state)
-        logger.debug("%s/%s: pass over %d nodes", *key, len(dirty))
-        plan = plan_pass(self._gather(key, state, dirty))
-        await self._act(key, state, plan)
-        if not state.caught_up:
-            # After a start, a user (and make bench) can see when each object was looked at
-            # against the whole cluster, and whether anything had to change.
-            state.caught_up = True
-            todo = (
-                f"creating {len(plan.creates)} pods, deleting {len(plan.deletes)}"
-                if plan.creates or plan.deletes
-                else "nothing to do"
-            )
-            elapsed = self.clock() - self._started
-            logger.info("%s/%s: first pass %.1fs after start: %s", *key, elapsed, todo)
-        state.status.last_pass = (spec, len(plan.kept_back))
+        elapsed = self.clock() - self._started
+        logger.info("%s/%s: first pass %.1fs after start: %s", *key, elapsed, todo)
+
+    async def _report(self, key: Key, state: DaemonSetState, plan: PassPlan) -> None:
+        state.status.last_pass = (state.spec, len(plan.kept_back))
         since = self.clock() - state.status.computed_at
         if since < STATUS_INTERVAL:
             # While pods start by the thousand, each pass would otherwise sum up every node
@@ -233,101 +206,32 @@ class DaemonSetController:
             if not self.runner.pending(key, STATUS_TIMER):
                 self.runner.wake_later(key, STATUS_TIMER, STATUS_INTERVAL - since)
             return
-        await self._write_status(key, state, spec, len(plan.kept_back))
+        await self._write_status(key, state, state.spec, len(plan.kept_back))
 
-    async def _refuse_selector(
-        self, key: Key, state: DaemonSetState, generation: int, problem: str
-    ) -> None:
+    async def _refuse_selector(self, key: Key, state: DaemonSetState) -> None:
         """A selector the API server would refuse (stored before the CRD refused it): no query
         may be built from it, so no pod is claimed, created or deleted. Raising instead would
         retry a pass that cannot succeed, forever; the spec's next change brings a new pass."""
-        if problem != state.selector_problem_announced:
-            state.selector_problem_announced = problem
-            self.events.record(
-                state.body,
-                "Warning",
-                "InvalidSelector",
-                f"spec.selector is invalid; no pod changes until it is fixed: {problem}",
-            )
+        spec = state.spec
         previous = state.body.get("status") or {}
         status = refused_selector_status(
             previous,
-            generation=generation,
-            problem=problem,
+            generation=spec.generation,
+            problem=str(spec.selector_problem),
             now=iso_time(self.clock()),
         )
         if status_changed(previous, status):
             await self._patch_status(key, state, previous, status)
 
-    def _gather(self, key: Key, state: DaemonSetState, dirty: set[str]) -> PassInput:
-        current = str((state.body.get("status") or {}).get("currentRevision") or "")
-        previous = state.history.previous(current)
-        return PassInput(
-            spec=state.spec,
-            revision=state.history.revision,
-            previous_revision=previous.hash if previous is not None else None,
-            dirty={
-                name: NodeView(self.nodes.get(name), tuple(self.pods.on_node(key, name)))
-                for name in dirty
-            },
-            ledger=state.ledger,
-            expected=state.pacing.expected,
-            failed_pod_not_before=state.pacing.failed_pod_not_before(),
-            rollout_deleted=state.rollout.deleted,
-            rolling=state.rollout.rolling,
-            now=self.clock(),
-        )
-
-    async def _act(self, key: Key, state: DaemonSetState, plan: PassPlan) -> None:
-        for name, record in plan.records.items():
-            if record is None:
-                state.ledger.pop(name, None)
-            else:
-                state.ledger[name] = record
-        for name, pod in plan.lost:
-            logger.warning(
-                "%s/%s: pod %s for node %s never showed up; creating again", *key, pod.name, name
-            )
-        for name in plan.seen:
-            state.pacing.expected.pop(name, None)
-        state.rollout.rolling, state.rollout.deleted = plan.rolling, plan.rollout_deleted
-        now = self.clock()
-        await delete_pods(self.kube, self.events, state.body, state.pacing, plan.deletes, now)
-        kept_back = {create.revision for create in plan.creates} - {state.history.revision}
-        templates = (
-            await kept_back_templates(self.kube, key[0], state.history, kept_back)
-            if kept_back
-            else {}
-        )
-        spec = state.spec
-        failure = await create_pods(
-            self.kube,
-            self.events,
-            state.body,
-            state.pacing,
-            plan.creates,
-            pod_builder(state.body, state.history, lambda: spec.template, templates),
-            self.clock,
-            self.kube.limits.max_concurrent,
-        )
-        self._schedule_retries(key, state, plan, failure)
-        state.history = await prune_history(
-            self.kube, key, state.history, state.spec.history_limit, state.ledger
-        )
-
-    async def _claim(self, key: Key, state: DaemonSetState) -> None:
-        orphans = [
-            pod
-            for node in self.pods.nodes_with_pods(key)
-            for pod in self.pods.on_node(key, node)
-            if pod.orphan and not pod.deleting
-        ]
-        await claim_pods(self.kube, state.body, state.pacing, orphans, self.clock)
-
     def _schedule_retries(
-        self, key: Key, state: DaemonSetState, plan: PassPlan, failure: Outcome | None
+        self, key: Key, state: DaemonSetState, plan: PassPlan, acted: Acted
     ) -> None:
-        pacing = state.pacing
+        pacing, failure = state.pacing, acted.create_failure
+        if acted.template_retry is not None:
+            # No verdict yet: nothing acts on a template that may be invalid.
+            self.runner.wake_later(key, TEMPLATE_TIMER, acted.template_retry, everything=True)
+        if acted.unadopted:
+            self.runner.mark(key, nodes=acted.unadopted)
         if failure is not None:
             delay = pacing.create_backoff.next_delay()
             pacing.create_failure = failure.message

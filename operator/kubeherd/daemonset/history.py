@@ -1,6 +1,8 @@
-"""The ControllerRevision store of one CustomDaemonSet: find (and adopt) its revisions, record
-the current template as the newest, renumber an old one on undo, prune beyond the history
-limit. The decisions are in `revisions` (pure); this module only talks to the API server.
+"""The ControllerRevision writes of a pass: adopt the orphans the plan adopts, make or renumber
+the current template's revision as the plan decided (`revisions.plan_revisions`), read back
+what the API server made; the templates of older revisions when a pod needs one; prune beyond
+the history limit. The decisions are in `revisions` (pure); this module only talks to the API
+server.
 """
 
 from __future__ import annotations
@@ -10,153 +12,87 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubeherd.daemonset.claims import (
-    adoption_patch,
-    controller_uid,
-    revision_adoptable,
-    selector_text,
-)
+from kubeherd.daemonset.claims import Claim
 from kubeherd.daemonset.planning import NodeRecord
-from kubeherd.daemonset.pods import KIND, OWNER_LABEL
+from kubeherd.daemonset.reads import claimed_revisions
 from kubeherd.daemonset.revisions import (
     RevisionFacts,
-    RevisionRecord,
+    RevisionPlan,
     build_revision,
     controlled_by,
-    decide_revision,
-    in_order,
     revision_name,
     revision_template,
     revisions_to_prune,
 )
-from kubeherd.daemonset.state import History
+from kubeherd.daemonset.state import Attempt, History
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
-from kubeherd.meta import controller_reference
 
 logger = logging.getLogger(__name__)
 
 REVISION_KIND = KINDS[("apps/v1", "ControllerRevision")]
-# A name taken by an object we do not own makes the next attempt hash with a higher count.
-MAX_ATTEMPTS = 5
 
 
-async def record_revision(
-    kube: Kube, events: EventRecorder, body: Mapping[str, Any], template_json: bytes
-) -> History:
-    """Make sure the template (its canonical JSON) has a ControllerRevision, and the newest
-    revision number. The template is decoded only to write a revision: a pass that finds its
-    revision in place (every first pass after a restart) holds only the JSON while it waits for
-    the revision listing."""
-    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    uid = body["metadata"]["uid"]
-    collision_count = int((body.get("status") or {}).get("collisionCount") or 0)
-    for _attempt in range(MAX_ATTEMPTS):
-        records = await claimed_revisions(kube, body)
-        decision = decide_revision(records, template_json, collision_count)
-        collision_count = decision.collision_count
-        outcome = Outcome(200)
-        if decision.create is not None:
-            revision = build_revision(
-                body, json.loads(template_json), decision.hash, decision.create
-            )
-            outcome = await kube.create_controller_revision(namespace, revision)
-            if outcome.already_exists:
-                # Either another pass made it meanwhile (then the next listing shows it), or
-                # an object we do not own took the name: a collision, so hash again.
-                existing = await kube.get_controller_revision(
-                    namespace, revision_name(name, decision.hash)
-                )
-                if existing is not None and not controlled_by(existing, uid):
-                    collision_count += 1
-                continue
-        elif decision.renumber is not None:
-            # An undo: the old template's revision becomes the newest, in place, as the
-            # native controller does (same object, same UID).
-            old, number = decision.renumber
-            outcome = await kube.patch_controller_revision(
-                namespace, old.name, {"revision": number}
-            )
-            if outcome.status == 422 and "immutable" in outcome.message:
-                # Stored by an earlier kubeherd with non-canonical data, which any patch is
-                # refused for: made again with its new number instead.
-                outcome = await _recreate_revision(
-                    kube, body, json.loads(template_json), old, number
-                )
-                if outcome.already_exists:
-                    continue
-        if not outcome.ok:
-            events.record(
-                body,
-                "Warning",
-                "FailedRevision",
-                f"Error recording the template's ControllerRevision: {outcome.message}",
-            )
-            raise KubeError(outcome)
-        if decision.create is not None or decision.renumber is not None:
-            records = await claimed_revisions(kube, body)
-        return History(decision.hash, tuple(records), collision_count)
-    raise RuntimeError(f"no free ControllerRevision name for {namespace}/{name}")
-
-
-async def claimed_revisions(kube: Kube, body: Mapping[str, Any]) -> list[RevisionRecord]:
-    """The CustomDaemonSet's revisions, oldest first: the ones it controls, found by its own
-    label or by its selector (a revision labelled the native way), and orphans matching its
-    selector, which it adopts as the native controller does. Read a page at a time, and only
-    records are kept: a revision holds a whole template, and a tenant can make many."""
-    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    selector = selector_text((body.get("spec") or {}).get("selector") or {})
-    reference = controller_reference(body, KIND)
-    by_uid: dict[str, RevisionRecord] = {}
-    for query in (f"{OWNER_LABEL}={name}", selector):
-        async for page in kube.controller_revision_pages(namespace, query):
-            for found in await _records(kube, body, page, reference, adopt=query == selector):
-                by_uid[found.uid] = found
-            # Emptied now, not when the next page (or the other query's first) has come: at a
-            # restart every CustomDaemonSet's first pass lists its revisions at once, and each
-            # would hold a page of whole templates while it waits for the next.
-            page.clear()
-    return in_order(by_uid.values())
-
-
-async def _records(
+async def write_revisions(
     kube: Kube,
+    events: EventRecorder,
     body: Mapping[str, Any],
-    page: list[dict[str, Any]],
-    reference: Mapping[str, Any],
-    adopt: bool,
-) -> list[RevisionRecord]:
-    """The records of the page's revisions that the CustomDaemonSet controls, or adopts
-    (`adopt`: the page was found by its selector)."""
+    template_json: bytes,
+    plan: RevisionPlan,
+    attempt: Attempt,
+) -> History | Attempt:
+    """Send the plan's revision writes; the revisions they leave, or what the next attempt of
+    the pass must know when a write lost a race (an adoption refused, a name taken). The
+    template is decoded only to write a revision: a pass that finds its revision in place
+    (every first pass after a restart) holds only the JSON."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    uid = body["metadata"]["uid"]
-    records = []
-    for found in page:
-        owner = controller_uid(found)
-        adopted = (
-            owner is None
-            and adopt
-            and revision_adoptable(found)
-            and await _adopt(kube, namespace, name, found, reference)
+    refused = [claim.name for claim in plan.adopt if not await _adopt(kube, namespace, name, claim)]
+    if refused:
+        # The decision counted on them: it is made again without them.
+        return Attempt(plan.collision_count, attempt.refused_adoptions | frozenset(refused))
+    decision = plan.decision
+    outcome = Outcome(200)
+    if decision.create is not None:
+        revision = build_revision(body, json.loads(template_json), decision.hash, decision.create)
+        outcome = await kube.create_controller_revision(namespace, revision)
+        if outcome.already_exists:
+            # Either another pass made it meanwhile (then the next listing shows it), or an
+            # object we do not own took the name: a collision, so hash again.
+            existing = await kube.get_controller_revision(
+                namespace, revision_name(name, decision.hash)
+            )
+            taken = existing is not None and not controlled_by(existing, body["metadata"]["uid"])
+            return Attempt(decision.collision_count + taken, attempt.refused_adoptions)
+    elif decision.renumber is not None:
+        # An undo: the old template's revision becomes the newest, in place, as the native
+        # controller does (same object, same UID).
+        old, number = decision.renumber
+        outcome = await kube.patch_controller_revision(namespace, old.name, {"revision": number})
+        if outcome.status == 422 and "immutable" in outcome.message:
+            # Stored by an earlier kubeherd with non-canonical data, which any patch is
+            # refused for: made again with its new number instead.
+            outcome = await _recreate_revision(kube, body, json.loads(template_json), old, number)
+            if outcome.already_exists:
+                return Attempt(decision.collision_count, attempt.refused_adoptions)
+    if not outcome.ok:
+        events.record(
+            body,
+            "Warning",
+            "FailedRevision",
+            f"Error recording the template's ControllerRevision: {outcome.message}",
         )
-        if owner == uid or adopted:
-            records.append(RevisionRecord.from_body(found))
-    return records
+        raise KubeError(outcome)
+    records = plan.records
+    if decision.create is not None or decision.renumber is not None:
+        # What the API server made of it: the new revision's uid, the renumbered one's number.
+        records = tuple(await claimed_revisions(kube, body))
+    return History(decision.hash, records, decision.collision_count)
 
 
-async def _adopt(
-    kube: Kube,
-    namespace: str,
-    name: str,
-    orphan: Mapping[str, Any],
-    reference: Mapping[str, Any],
-) -> bool:
-    metadata = orphan["metadata"]
-    outcome = await kube.patch_object(
-        REVISION_KIND, namespace, metadata["name"], adoption_patch(orphan, reference, name)
-    )
+async def _adopt(kube: Kube, namespace: str, name: str, claim: Claim) -> bool:
+    outcome = await kube.patch_object(REVISION_KIND, namespace, claim.name, claim.patch)
     if outcome.ok:
-        logger.info("%s/%s: adopted %s", namespace, name, metadata["name"])
+        logger.info("%s/%s: adopted %s", namespace, name, claim.name)
     return outcome.ok
 
 

@@ -1,18 +1,24 @@
 """One pass of the CustomDaemonSet controller as a pure function: everything it looks at comes
 in as data, one plan comes out, and the controller carries the plan out.
 
-In: the spec, the revision to run, the dirty nodes (their Node and daemon pods), the ledger
-(every node's last record), what is in flight (creates the watch has not shown yet, deletes of
-the rollout), the failed-pod backoffs and the time. Out: the creates (each with the revision
-its pod runs), the deletes, the ledger's changes, the expectations that ended, and what the
-rollout has in flight now.
+In: the spec, the template's verdict (when the API server was asked), the revisions listed
+(when the template changed), the pods a claim may concern (when claims are due), the dirty
+nodes (their Node and daemon pods), the ledger (every node's last record), what is in flight
+(creates the watch has not shown yet, deletes of the rollout), the failed-pod backoffs and the
+time. Out: whether the pass stops short (an invalid selector, a template refused or not judged
+yet) and the events that says, the revision writes (adoptions, the template's revision made or
+renumbered), the pod claims, the creates (each with the revision its pod runs), the deletes,
+the ledger's changes, the expectations that ended, and what the rollout has in flight now.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
 
+from kubeherd.daemonset.claims import PodCandidates, PodClaims, plan_pod_claims
 from kubeherd.daemonset.eligibility import NodeInfo
 from kubeherd.daemonset.planning import (
     DeletePod,
@@ -23,7 +29,18 @@ from kubeherd.daemonset.planning import (
     plan_nodes,
     plan_rolling_update,
 )
+from kubeherd.daemonset.pods import KIND
+from kubeherd.daemonset.report import Event
+from kubeherd.daemonset.revisions import (
+    FoundRevisions,
+    RevisionPlan,
+    RevisionRecord,
+    plan_revisions,
+    previous_revision,
+)
 from kubeherd.daemonset.spec import DaemonSetSpec
+from kubeherd.daemonset.template_review import TemplateVerdict
+from kubeherd.meta import controller_reference
 
 # How long a create the watch has not shown yet holds its node back, as the native
 # controller's expectations do; a watch event or a later listing normally ends it in seconds.
@@ -50,6 +67,7 @@ class NodeView:
 @dataclass(frozen=True)
 class PassInput:
     spec: DaemonSetSpec
+    # The revision the pods run, as the last pass left it.
     revision: str
     # The revision a partition keeps nodes on, when there is one other than `revision`.
     previous_revision: str | None
@@ -63,6 +81,27 @@ class PassInput:
     # A rolling update may have old pods left: look at every node's pods.
     rolling: bool
     now: float
+    # The CustomDaemonSet as kept (`spec.kept_body`): its name, uid and status; what claims
+    # and revisions are made from.
+    body: Mapping[str, Any] = field(default_factory=dict)
+    # The InvalidSelector event already posted for the selector's problem, if any.
+    selector_problem_announced: str | None = None
+    # The API server's verdict on the template, when it was asked this pass; the verdict
+    # last recorded; whether the last ask got no verdict either.
+    template: TemplateVerdict | None = None
+    template_problem: str | None = None
+    template_unanswered: bool = False
+    # The revisions listed: the template changed since the ledger's. With the collision count
+    # to hash with, and the orphans whose adoption was refused this pass (by uid).
+    found_revisions: FoundRevisions | None = None
+    collision_count: int = 0
+    refused_adoptions: frozenset[str] = frozenset()
+    # The pods a claim may concern, read when claims are due.
+    pod_candidates: PodCandidates | None = None
+    # A new generation: the failed-pod backoffs start again.
+    new_generation: bool = False
+    # A new spec while a deferred status waits: that status is written first.
+    flush_status: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,8 +110,30 @@ class PlannedCreate:
     revision: str
 
 
+class Stop(StrEnum):
+    """Why a pass changes no pod: what runs keeps running."""
+
+    # The selector is one the API server would refuse: no query may be built from it.
+    SELECTOR = "selector"
+    # The API server gave no verdict on the template yet: ask again later.
+    NO_VERDICT = "no-verdict"
+    # The API server refuses the template: nothing of it can run, and its node affinity may
+    # read as matching no node, so acting on it would only delete what runs now.
+    TEMPLATE = "template"
+
+
 @dataclass
 class PassPlan:
+    stop: Stop | None = None
+    # Warnings about the spec: once per selector problem, template refusal or outage.
+    events: list[Event] = field(default_factory=list)
+    template: TemplateVerdict | None = None
+    flush_status: bool = False
+    revisions: RevisionPlan | None = None
+    # The revision the pods of this spec run, and the kept revisions after the writes.
+    revision: str = ""
+    claims: PodClaims | None = None
+    forget_failed_pods: bool = False
     creates: list[PlannedCreate] = field(default_factory=list)
     deletes: list[DeletePod] = field(default_factory=list)
     # The ledger's new entries; None: the node is gone, and its entry and expectation go too.
@@ -112,16 +173,83 @@ class _Overlay(Mapping[str, NodeRecord]):
 
 
 def plan_pass(given: PassInput) -> PassPlan:
-    spec, now = given.spec, given.now
-    plan = PassPlan()
+    spec = given.spec
+    if spec.selector_problem is not None:
+        return _stopped(Stop.SELECTOR, _selector_events(given, spec.selector_problem))
+    verdict = given.template
+    if verdict is not None and verdict.no_verdict is not None:
+        events = [] if given.template_unanswered else [_no_verdict_event(verdict.no_verdict)]
+        return _stopped(Stop.NO_VERDICT, events, verdict)
+    problem = verdict.problem if verdict is not None else given.template_problem
+    if problem is not None:
+        events = [] if given.template_problem == problem else [_refused_event(problem)]
+        return _stopped(Stop.TEMPLATE, events, verdict)
+    plan = PassPlan(template=verdict, flush_status=given.flush_status)
+    plan.forget_failed_pods = given.new_generation
+    plan.revision, previous = given.revision, given.previous_revision
+    if given.found_revisions is not None:
+        plan.revisions = plan_revisions(
+            given.found_revisions,
+            spec.template_json,
+            given.collision_count,
+            controller_reference(given.body, KIND),
+            given.body["metadata"]["name"],
+            given.refused_adoptions,
+        )
+        plan.revision = plan.revisions.decision.hash
+        previous = previous_revision_hash(given.body, plan.revisions.records, plan.revision)
+    if given.pod_candidates is not None:
+        reference = controller_reference(given.body, KIND)
+        plan.claims = plan_pod_claims(given.pod_candidates, given.body, reference)
+    _plan_pods(given, plan, previous)
+    return plan
+
+
+def previous_revision_hash(
+    body: Mapping[str, Any], revisions: Sequence[RevisionRecord], revision: str
+) -> str | None:
+    """The revision a partition keeps nodes on: the status's currentRevision, unless that is
+    the template's own."""
+    current = str((body.get("status") or {}).get("currentRevision") or "")
+    previous = previous_revision(revisions, current, revision)
+    return previous.hash if previous is not None else None
+
+
+def _stopped(stop: Stop, events: list[Event], template: TemplateVerdict | None = None) -> PassPlan:
+    return PassPlan(stop=stop, events=events, template=template)
+
+
+def _selector_events(given: PassInput, problem: str) -> list[Event]:
+    if problem == given.selector_problem_announced:
+        return []
+    message = f"spec.selector is invalid; no pod changes until it is fixed: {problem}"
+    return [Event("Warning", "InvalidSelector", message)]
+
+
+def _no_verdict_event(why: str) -> Event:
+    message = (
+        f"The API server gave no verdict on the pod template; no pod changes until it does: {why}"
+    )
+    return Event("Warning", "TemplateCheckFailed", message)
+
+
+def _refused_event(problem: str) -> Event:
+    message = f"The pod template is refused; no pod changes until it is fixed: {problem}"
+    return Event("Warning", "InvalidTemplate", message)
+
+
+def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) -> None:
+    """The pod writes: each dirty node's, then the rolling update's next step."""
+    spec, now, revision = given.spec, given.now, plan.revision
     expected = _open_expectations(given, plan)
-    surge = SurgeRule(given.revision, spec.min_ready_seconds, now) if spec.surge else None
+    failed_pod_not_before = {} if given.new_generation else given.failed_pod_not_before
+    surge = SurgeRule(revision, spec.min_ready_seconds, now) if spec.surge else None
     nodes = plan_nodes(
         spec.pod_spec,
         sorted(given.dirty),
         lambda name: given.dirty[name].node,
         lambda name: given.dirty[name].pods,
-        may_delete_failed=lambda name: given.failed_pod_not_before.get(name, now) <= now,
+        may_delete_failed=lambda name: failed_pod_not_before.get(name, now) <= now,
         surge=surge,
         pending={node: pod.revision for node, pod in expected.items()},
     )
@@ -131,7 +259,7 @@ def plan_pass(given: PassInput) -> PassPlan:
     plan.seen |= {name for name, record in nodes.records.items() if record is None}
     ledger = _Overlay(given.ledger, nodes.records)
     if spec.rolling_update and spec.partition > 0:
-        plan.kept_back = nodes_kept_back(ledger, given.revision, spec.partition)
+        plan.kept_back = nodes_kept_back(ledger, revision, spec.partition)
     creates = [create.node for create in nodes.creates]
     plan.rolling = given.rolling
     plan.rollout_deleted = given.rollout_deleted
@@ -142,7 +270,7 @@ def plan_pass(given: PassInput) -> PassPlan:
         }
         step = plan_rolling_update(
             ledger,
-            given.revision,
+            revision,
             {
                 "maxSurge": spec.max_surge if spec.surge else None,
                 "maxUnavailable": spec.max_unavailable,
@@ -150,7 +278,7 @@ def plan_pass(given: PassInput) -> PassPlan:
             spec.min_ready_seconds,
             now,
             set(in_flight),
-            frozenset(node for node, pod in expected.items() if pod.revision == given.revision),
+            frozenset(node for node, pod in expected.items() if pod.revision == revision),
             plan.kept_back,
         )
         planned = {delete.pod.uid for delete in plan.deletes}
@@ -159,19 +287,21 @@ def plan_pass(given: PassInput) -> PassPlan:
         creates += [create.node for create in step.creates]
         plan.rolling = step.outdated
         plan.rollout_deleted = frozenset(in_flight | {d.pod.uid for d in step_deletes})
-    kept_back_revision = given.previous_revision or given.revision
+    kept_back_revision = previous_revision or revision
     plan.creates = [
-        PlannedCreate(node, kept_back_revision if node in plan.kept_back else given.revision)
+        PlannedCreate(node, kept_back_revision if node in plan.kept_back else revision)
         for node in creates
     ]
-    return plan
 
 
 def _open_expectations(given: PassInput, plan: PassPlan) -> dict[str, ExpectedPod]:
     """The expectations still open after this look at the dirty nodes: the ones whose pod the
     watch now shows end, and so do the ones too old to wait for (a create whose answer was lost
-    and which never took effect)."""
+    and which never took effect). A pod this pass adopts is expected from now on too."""
     expected = dict(given.expected)
+    for claim in plan.claims.adopt if plan.claims is not None else ():
+        if claim.node and claim.node not in expected:
+            expected[claim.node] = ExpectedPod(claim.name, claim.revision, given.now)
     for name, view in given.dirty.items():
         pod = expected.get(name)
         if pod is None:

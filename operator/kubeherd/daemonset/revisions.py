@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from kubeherd.daemonset.claims import Claim, revision_adoptions
 from kubeherd.daemonset.pods import (
     KIND,
     OWNER_LABEL,
@@ -219,3 +220,58 @@ def revisions_to_prune(
     if excess <= 0:
         return []
     return [revision for revision in old if revision.hash not in live_hashes][:excess]
+
+
+@dataclass(frozen=True)
+class FoundRevisions:
+    """A CustomDaemonSet's ControllerRevisions as a pass listed them: the ones it controls, and
+    the orphans its selector matches that it may adopt, each with the metadata its adoption
+    patch is made from (never the template)."""
+
+    owned: tuple[RevisionRecord, ...] = ()
+    orphans: tuple[tuple[RevisionRecord, Mapping[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True)
+class RevisionPlan:
+    """The revision writes of a pass: adoptions, then the current template's revision made or
+    renumbered (`decision`). `records`: the revisions it then has, the new one aside."""
+
+    adopt: tuple[Claim, ...]
+    records: tuple[RevisionRecord, ...]
+    decision: RevisionDecision
+    # The collision count the decision started from.
+    collision_count: int
+
+
+def plan_revisions(
+    found: FoundRevisions,
+    template_json: bytes,
+    collision_count: int,
+    reference: Mapping[str, Any],
+    owner_name: str,
+    refused: frozenset[str] = frozenset(),
+) -> RevisionPlan:
+    """Adopt the orphans (but the ones whose adoption was `refused` this pass, by name), and
+    decide the template's revision among the revisions that leaves."""
+    orphans = [(record, body) for record, body in found.orphans if record.name not in refused]
+    by_uid = {record.uid: record for record in found.owned}
+    by_uid.update((record.uid, record) for record, _ in orphans)
+    records = tuple(in_order(by_uid.values()))
+    return RevisionPlan(
+        tuple(revision_adoptions((body for _, body in orphans), reference, owner_name)),
+        records,
+        decide_revision(records, template_json, collision_count),
+        collision_count,
+    )
+
+
+def previous_revision(
+    revisions: Iterable[AnyRevision], current_revision_name: str, revision_hash: str
+) -> AnyRevision | None:
+    """The revision a partition keeps nodes on: the last one every node ran (the status's
+    currentRevision), unless that is the template's own."""
+    for revision in revisions:
+        if revision.name == current_revision_name and revision.hash != revision_hash:
+            return revision
+    return None

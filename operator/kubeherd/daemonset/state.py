@@ -69,12 +69,15 @@ class History:
     revisions: tuple[RevisionRecord, ...] = ()
     collision_count: int = 0
 
-    def previous(self, current_revision_name: str) -> RevisionRecord | None:
-        """The revision a partition keeps nodes on: the last one every node ran."""
-        for revision in self.revisions:
-            if revision.name == current_revision_name and revision.hash != self.revision:
-                return revision
-        return None
+
+@dataclass(frozen=True)
+class Attempt:
+    """What an earlier attempt of the same pass learned from its revision writes: the
+    collision count to hash with (None: the status's), and the orphans whose adoption was
+    refused."""
+
+    collision_count: int | None = None
+    refused_adoptions: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The API server's verdict on a CustomDaemonSet's pod template, from a dry-run create of the
-pod the controller would make: which pod is asked about, and how the answer reads as a review
-(refused, with each field named as the template's, or allowed with warnings). Used by the
-controller and by the admission webhook.
+pod the controller would make: which pod is asked about, how the answer reads as a review
+(refused, with each field named as the template's, or allowed with warnings), and what a pass
+takes from it (`template_verdict`). Used by the controller and by the admission webhook.
 
 Pure: plain data in, plain data out.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubeherd.daemonset.pods import DaemonPodMaker
@@ -181,3 +181,54 @@ def as_api_list(texts: Sequence[str]) -> str:
     if len(texts) == 1:
         return texts[0]
     return "".join(f"\n* {text}" for text in texts)
+
+
+def judged_valid_before(body: Mapping[str, Any]) -> bool:
+    """Whether the status says the template of this generation was accepted already: a status
+    for this generation is written only once the API server judged its template, and it carries
+    TemplateValid only while the template is refused. A restarted operator then sends no
+    dry-run for templates that already run. A status written while the selector was refused
+    (SelectorValid) says nothing about the template: it was not judged."""
+    status = body.get("status") or {}
+    if status.get("observedGeneration") != body["metadata"].get("generation"):
+        return False
+    unjudged = {"TemplateValid", "SelectorValid"}
+    return not any(c.get("type") in unjudged for c in status.get("conditions") or ())
+
+
+@dataclass(frozen=True)
+class TemplateAnswer:
+    """What a pass learned of its template from the API server: that the operator's own
+    identity is not known yet, the identity the template would borrow (then nothing is asked:
+    the API server would accept it), or the answer to the dry-run create."""
+
+    template_hash: str
+    identity_known: bool = True
+    borrowed: str | None = None
+    status: int = 0
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TemplateVerdict:
+    template_hash: str
+    # Why the API server refuses the template; None: it accepts it (or gave no verdict).
+    problem: str | None = None
+    # Why there is no verdict yet; None: there is one.
+    no_verdict: str | None = None
+
+
+def template_verdict(answer: TemplateAnswer) -> TemplateVerdict:
+    """The verdict an answer gives. Not knowing is no yes: an invalid node affinity would read
+    as "no node matches" and delete every pod, so a failed check is no verdict."""
+    if not answer.identity_known:
+        return TemplateVerdict(
+            answer.template_hash, no_verdict="the operator's own identity is not known yet"
+        )
+    if answer.borrowed is not None:
+        return TemplateVerdict(answer.template_hash, problem=answer.borrowed)
+    if no_verdict(answer.status):
+        message = str(answer.body.get("message") or f"HTTP {answer.status}")
+        return TemplateVerdict(answer.template_hash, no_verdict=message)
+    refusal = pod_template_review(answer.status, answer.body).refusal or None
+    return TemplateVerdict(answer.template_hash, problem=refusal)

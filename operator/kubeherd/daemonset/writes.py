@@ -11,21 +11,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubeherd.daemonset.claims import (
-    adoption_patch,
-    controller_uid,
-    outside_selector_texts,
-    release_patch,
-    selector_text,
-)
+from kubeherd.daemonset.claims import PodClaims
 from kubeherd.daemonset.passes import ExpectedPod, PlannedCreate
-from kubeherd.daemonset.planning import DeletePod, PodInfo, create_batches, next_first_batch
-from kubeherd.daemonset.pods import KIND, OWNER_LABEL, REVISION_LABEL, DaemonPodMaker, target_node
+from kubeherd.daemonset.planning import DeletePod, create_batches, next_first_batch
+from kubeherd.daemonset.pods import REVISION_LABEL, DaemonPodMaker
 from kubeherd.daemonset.state import History, Pacing
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff
-from kubeherd.meta import controller_reference
 from kubeherd.metrics.health import API_RETRIES
 
 logger = logging.getLogger(__name__)
@@ -166,53 +159,32 @@ async def _create_pod(kube: Kube, namespace: str, pod: dict[str, Any]) -> Outcom
     return Outcome(201) if retried.already_exists else retried
 
 
-async def claim_pods(
+async def send_claims(
     kube: Kube,
     body: Mapping[str, Any],
     pacing: Pacing,
-    orphans_seen: list[PodInfo],
+    claims: PodClaims,
     clock: Callable[[], float],
-) -> None:
-    """Adopt the orphan pods the selector matches, and release the pods this CustomDaemonSet
-    controls that it no longer matches (their labels were changed), as the native controller
-    does; the watch then shows them joining or leaving. `orphans_seen`: the pods with the
-    owner label that the watch shows without an owner."""
+) -> list[str]:
+    """Adopt, then release, as the plan says; the watch then shows the pods joining or
+    leaving. Returns the nodes of the adoptions refused (the pod changed meanwhile): the plan
+    counted on their pods."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    uid = body["metadata"]["uid"]
-    selector = (body.get("spec") or {}).get("selector") or {}
-    if not selector_text(selector):
-        return
-    reference = controller_reference(body, KIND)
-    orphans = await kube.list_objects(
-        POD_KIND, f"{selector_text(selector)},!{OWNER_LABEL}", namespace
-    )
-    for pod in orphans_seen:
-        found = await kube.get_object(POD_KIND, namespace, pod.name)
-        if found is not None:
-            orphans.append(found)
-    for orphan in orphans:
-        metadata = orphan.get("metadata") or {}
-        if controller_uid(orphan) is not None or metadata.get("deletionTimestamp"):
-            continue
-        outcome = await kube.patch_object(
-            POD_KIND, namespace, metadata["name"], adoption_patch(orphan, reference, name)
-        )
+    refused = []
+    for claim in claims.adopt:
+        outcome = await kube.patch_object(POD_KIND, namespace, claim.name, claim.patch)
         if outcome.ok:
-            logger.info("%s/%s: adopted pod %s", namespace, name, metadata["name"])
-            node = target_node(orphan)
-            if node and node not in pacing.expected:
+            logger.info("%s/%s: adopted pod %s", namespace, name, claim.name)
+            if claim.node and claim.node not in pacing.expected:
                 # Until the watch shows it as ours, its node must not get a second pod.
-                revision = str((metadata.get("labels") or {}).get(REVISION_LABEL, ""))
-                pacing.expected[node] = ExpectedPod(metadata["name"], revision, clock())
-    for query in outside_selector_texts(selector):
-        for found in await kube.list_objects(POD_KIND, f"{OWNER_LABEL}={name},{query}", namespace):
-            if controller_uid(found) != uid:
-                continue
-            outcome = await kube.patch_object(
-                POD_KIND, namespace, found["metadata"]["name"], release_patch(found, uid)
-            )
-            if outcome.ok:
-                logger.info("%s/%s: released pod %s", namespace, name, found["metadata"]["name"])
+                pacing.expected[claim.node] = ExpectedPod(claim.name, claim.revision, clock())
+        elif claim.node:
+            refused.append(claim.node)
+    for claim in claims.release:
+        outcome = await kube.patch_object(POD_KIND, namespace, claim.name, claim.patch)
+        if outcome.ok:
+            logger.info("%s/%s: released pod %s", namespace, name, claim.name)
+    return refused
 
 
 def pod_builder(
