@@ -212,8 +212,7 @@ class DaemonSetController:
         """A selector the API server would refuse (stored before the CRD refused it): no query
         may be built from it, so no pod is claimed, created or deleted. Raising instead would
         retry a pass that cannot succeed, forever; the spec's next change brings a new pass."""
-        spec = state.spec
-        previous = state.body.get("status") or {}
+        spec, previous = state.spec, state.body.get("status") or {}
         status = refused_selector_status(
             previous,
             generation=spec.generation,
@@ -287,11 +286,7 @@ class DaemonSetController:
         await self._patch_status(key, state, previous, result.status)
 
     async def _patch_status(
-        self,
-        key: Key,
-        state: DaemonSetState,
-        previous: Mapping[str, Any],
-        status: dict[str, Any],
+        self, key: Key, state: DaemonSetState, previous: Mapping[str, Any], status: dict[str, Any]
     ) -> None:
         written = state.status.written = {**previous, **status}
         outcome = await self.kube.patch_status(CUSTOMDAEMONSETS, key[0], key[1], status)
