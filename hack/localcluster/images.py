@@ -72,7 +72,7 @@ PAUSE_IMAGE = "localhost/kubeherd/pause:dev"
 TESTBOX_IMAGE = "localhost/kubeherd/testbox:dev"
 OPERATOR_IMAGE = "localhost/kubeherd/kubeherd:dev"
 PYTHON_BASE_IMAGE = "localhost/kubeherd/python-base:bookworm"
-# What operator/kubeherd/scheduler/objects.py renders when a SchedulerProfile names no image
+# What operator/kubeherd/scheduler/core/images.py renders when a SchedulerProfile names no image
 # (tests/unit/test_images.py holds the two together).
 SCHEDULER_REPOSITORY = "registry.k8s.io/kube-scheduler"
 

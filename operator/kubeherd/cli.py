@@ -35,7 +35,7 @@ def _reference(options: argparse.Namespace) -> int:
 def _render(options: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from kubeherd.scheduler.render import RenderError, render
+    from kubeherd.scheduler.core.render import RenderError, render
 
     try:
         render(

@@ -26,8 +26,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kubeherd.scheduler.config import CONFIG_KEY
-from kubeherd.scheduler.objects import OWNER_UID_LABEL
+from kubeherd.scheduler.core.config import CONFIG_KEY
+from kubeherd.scheduler.core.owner import OWNER_UID_LABEL
 from localcluster.cluster import LocalCluster
 from localcluster.operator import free_port
 from tests.helpers import eventually, service_account_kubeconfig

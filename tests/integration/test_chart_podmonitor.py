@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from kubeherd.daemonset.claims import selector_matches
-from kubeherd.scheduler.objects import Owner, deployment
+from kubeherd.scheduler.core.objects import deployment
+from kubeherd.scheduler.core.owner import Owner
 from localcluster.binaries import Binaries
 from tests.integration.test_chart import CHART, helm, render_chart
 

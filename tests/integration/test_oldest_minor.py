@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from kubeherd.scheduler.objects import is_custom_image
+from kubeherd.scheduler.core.images import is_custom_image
 from localcluster.binaries import Binaries, kubernetes_version, oldest_minor
 from localcluster.cluster import COMPONENTS, LocalCluster
 from tests.conftest import RELEASE, RELEASE_NAMESPACE, cluster_dir_for_tests, on_kind

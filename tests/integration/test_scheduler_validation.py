@@ -36,11 +36,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeherd.scheduler.catalog import Catalog, shipped
-from kubeherd.scheduler.config import configuration_yaml, render_configuration
-from kubeherd.scheduler.pluginargs import go_duration_seconds
-from kubeherd.scheduler.render import schema_checked_spec
-from kubeherd.scheduler.validation import Problem, validate_spec
+from kubeherd.scheduler.core.catalog import Catalog, shipped
+from kubeherd.scheduler.core.config import configuration_yaml, render_configuration
+from kubeherd.scheduler.core.pluginargs import go_duration_seconds
+from kubeherd.scheduler.core.render import schema_checked_spec
+from kubeherd.scheduler.core.validation import Problem, validate_spec
 from tests.helpers import REPO, Kubectl
 from tests.integration.verdict_cases import generated_cases
 

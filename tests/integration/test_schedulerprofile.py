@@ -10,7 +10,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kubeherd.scheduler.config import CONFIG_KEY, configuration_hash
+from kubeherd.scheduler.core.config import CONFIG_KEY, configuration_hash
 from localcluster.nodes import fake_node_manifest
 from tests.helpers import Operator, TrackedFakeNodes, eventually
 from tests.integration.conftest import StartScheduler

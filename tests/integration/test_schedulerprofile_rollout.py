@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kubeherd.scheduler.config import CONFIG_KEY, configuration_hash
+from kubeherd.scheduler.core.config import CONFIG_KEY, configuration_hash
 from tests.helpers import Kubectl, eventually
 from tests.integration.conftest import StartScheduler
 from tests.integration.schedulers import (

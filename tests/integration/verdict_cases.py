@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubeherd.api.schedulerprofile import EXTENSION_POINTS
-from kubeherd.scheduler.catalog import Catalog, shipped
+from kubeherd.scheduler.core.catalog import Catalog, shipped
 
 SEED = 16
 Case = tuple[str, dict[str, Any]]

@@ -32,7 +32,8 @@ from kubeherd.daemonset.template_review import (
     pod_template_review,
     template_field,
 )
-from kubeherd.scheduler.validation import Problem, Verdict
+from kubeherd.scheduler.core.problems import Verdict
+from kubeherd.scheduler.core.validation import Problem
 
 NOW = datetime.datetime(2026, 11, 23, tzinfo=datetime.UTC)
 

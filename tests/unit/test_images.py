@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeherd.scheduler.objects import scheduler_image as rendered_scheduler_image
+from kubeherd.scheduler.core.images import scheduler_image as rendered_scheduler_image
 from localcluster.binaries import (
     kubernetes_minors,
     kubernetes_module_dir,

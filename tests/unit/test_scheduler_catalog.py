@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kubeherd.scheduler.catalog import (
+from kubeherd.scheduler.core.catalog import (
     Catalog,
     CatalogError,
     Catalogs,
@@ -23,8 +23,8 @@ from kubeherd.scheduler.catalog import (
     image_catalog,
     shipped,
 )
-from kubeherd.scheduler.godecoding import FLOAT64, INT64, GoList, GoMap, GoStruct
-from kubeherd.scheduler.validation import validate_spec
+from kubeherd.scheduler.core.godecoding import FLOAT64, INT64, GoList, GoMap, GoStruct
+from kubeherd.scheduler.core.validation import validate_spec
 
 FIXTURES = Path(__file__).parent / "scheduler_catalogs"
 OFFICIAL = "registry.k8s.io/kube-scheduler"

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from kubeherd.scheduler.config import (
+from kubeherd.scheduler.core.config import (
     configuration_hash,
     configuration_yaml,
     foreign_lock_namespace,

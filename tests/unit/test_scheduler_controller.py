@@ -13,16 +13,12 @@ import pytest
 
 from kubeherd.kube.client import Kind, Kube, Outcome
 from kubeherd.scheduler import controller as scheduler_controller
-from kubeherd.scheduler.catalog import image_catalog
-from kubeherd.scheduler.controller import (
-    FINALIZER,
-    ProfileState,
-    SchedulerProfileController,
-    claims_of,
-    profile_verdict,
-)
-from kubeherd.scheduler.objects import CONFIG_HASH_ANNOTATION, OWNER_UID_LABEL
-from kubeherd.scheduler.validation import Claim
+from kubeherd.scheduler.controller import FINALIZER, ProfileState, SchedulerProfileController
+from kubeherd.scheduler.core.catalog import image_catalog
+from kubeherd.scheduler.core.claims import Claim, claims_of
+from kubeherd.scheduler.core.objects import CONFIG_HASH_ANNOTATION
+from kubeherd.scheduler.core.owner import OWNER_UID_LABEL
+from kubeherd.scheduler.core.verdict import profile_verdict
 from tests.unit.virtual_time import run_virtually, wall_clock
 
 SELECTOR = {"app.kubernetes.io/name": "kube-scheduler", "app.kubernetes.io/instance": "fast"}
@@ -433,7 +429,7 @@ def test_a_pass_that_raises_is_retried_with_backoff_and_spares_the_others(
 ) -> None:
     kube, profiles = FakeKube(), Profiles()
     calls: list[float] = []
-    real_verdict = scheduler_controller.profile_verdict
+    real_verdict = profile_verdict
 
     def verdict(body: Any, claims: Any, choice: Any) -> Any:
         if body["metadata"]["name"] == "broken":

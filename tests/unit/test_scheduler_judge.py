@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kubeherd.meta import iso_time
-from kubeherd.scheduler.judge import (
+from kubeherd.scheduler.core.judge import (
     JUDGE_PATIENCE_SECONDS,
     MESSAGE_LIMIT,
     Outcome,
@@ -18,7 +18,8 @@ from kubeherd.scheduler.judge import (
     refusal_message,
     template_judge_key,
 )
-from kubeherd.scheduler.objects import Owner, deployment, scheduler_command, selector_labels
+from kubeherd.scheduler.core.objects import deployment, scheduler_command
+from kubeherd.scheduler.core.owner import Owner, selector_labels
 
 OWNER = Owner("fast", "ops", "sp-uid")
 IMAGE = "registry.example/kube-scheduler-plugins:v1"

@@ -9,8 +9,8 @@ import copy
 from typing import Any
 
 from kubeherd.kube.client import Kind, Outcome
-from kubeherd.scheduler.judge import JUDGE_LABEL
-from kubeherd.scheduler.objects import CONFIG_HASH_ANNOTATION
+from kubeherd.scheduler.core.judge import JUDGE_LABEL
+from kubeherd.scheduler.core.objects import CONFIG_HASH_ANNOTATION
 from tests.unit.test_scheduler_controller import (
     FakeKube,
     Profiles,

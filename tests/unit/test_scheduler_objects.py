@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeherd.scheduler.config import Lock
-from kubeherd.scheduler.objects import (
+from kubeherd.scheduler.core.config import Lock
+from kubeherd.scheduler.core.objects import (
     CONFIG_HASH_ANNOTATION,
-    MANIFEST_HASH_LABEL,
-    OWNER_UID_LABEL,
     SCHEDULER_NAMES_ANNOTATION,
-    Owner,
     config_maps_in_use,
     deployment,
     owned_objects,
 )
+from kubeherd.scheduler.core.owner import MANIFEST_HASH_LABEL, OWNER_UID_LABEL, Owner
 
 OWNER = Owner("fast", "ops", "uid-1")
 

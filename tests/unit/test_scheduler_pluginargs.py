@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubeherd.scheduler.catalog import Catalog, shipped
-from kubeherd.scheduler.godecoding import GoList, GoMap, GoStruct, GoType, label_key_problems
-from kubeherd.scheduler.pluginargs import plugin_args_problems
-from kubeherd.scheduler.validation import validate_spec
+from kubeherd.scheduler.core.catalog import Catalog, shipped
+from kubeherd.scheduler.core.godecoding import GoList, GoMap, GoStruct, GoType, label_key_problems
+from kubeherd.scheduler.core.pluginargs import plugin_args_problems
+from kubeherd.scheduler.core.validation import validate_spec
 
 CATALOGS = [shipped().get(minor) for minor in shipped().minors]
 PLUGINS_WITH_ARGS = sorted({plugin for catalog in CATALOGS for plugin in catalog.args_types})

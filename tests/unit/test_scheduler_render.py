@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from kubeherd.cli import main
-from kubeherd.scheduler.objects import static_pod
-from kubeherd.scheduler.render import RenderError, render
+from kubeherd.scheduler.core.render import RenderError, render
+from kubeherd.scheduler.core.static_pod import static_pod
 from tests.helpers import REPO
 
 EXAMPLES = REPO / "examples"
@@ -76,7 +76,7 @@ def test_the_static_pod_cannot_take_the_name_of_a_kubeadm_component(tmp_path: Pa
 
 def test_the_static_pod_names_the_configuration_it_runs_by_its_hash(tmp_path: Path) -> None:
     # The kubelet restarts a static pod only when its manifest changes.
-    from kubeherd.scheduler.config import configuration_hash
+    from kubeherd.scheduler.core.config import configuration_hash
 
     packing = EXAMPLES / "schedulerprofile-packing.yaml"
     out = io.StringIO()
@@ -338,7 +338,7 @@ def test_render_writes_the_v1_37_extension_points_and_the_args_as_written(tmp_pa
 
 
 def test_strings_go_yaml_would_read_as_bools_or_numbers_are_quoted(tmp_path: Path) -> None:
-    from kubeherd.scheduler.config import configuration_yaml
+    from kubeherd.scheduler.core.config import configuration_yaml
 
     text = configuration_yaml({"a": "y", "b": "1e3", "c": "on", "d": "10s", "e": "zone"})
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeherd.scheduler.status import (
+from kubeherd.scheduler.core.claims import Claim, names_taken_before
+from kubeherd.scheduler.core.status import (
     Applied,
     Running,
     Validity,
@@ -13,7 +14,6 @@ from kubeherd.scheduler.status import (
     lease_leader,
     running_config_hash,
 )
-from kubeherd.scheduler.validation import Claim, names_taken_before
 
 VALID = Validity("True", "Valid", "ok")
 LEASE = {

@@ -8,15 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeherd.scheduler.catalog import shipped
-from kubeherd.scheduler.config import Lock
-from kubeherd.scheduler.render import schema_checked_spec
-from kubeherd.scheduler.validation import (
-    effective_plugins,
-    go_duration_seconds,
-    lock_problems,
-    validate_spec,
-)
+from kubeherd.scheduler.core.catalog import shipped
+from kubeherd.scheduler.core.claims import lock_problems
+from kubeherd.scheduler.core.config import Lock
+from kubeherd.scheduler.core.plugin_sets import effective_plugins
+from kubeherd.scheduler.core.render import schema_checked_spec
+from kubeherd.scheduler.core.validation import go_duration_seconds, validate_spec
 from tests.helpers import REPO
 
 # The checks of one minor, read from its shipped catalog (test_scheduler_catalog.py checks what
@@ -268,7 +265,7 @@ def test_args_of_an_unexpected_shape_are_refused_not_raised(spec: dict[str, Any]
 
 
 def test_a_schedulerprofile_that_elects_claims_its_lease_beside_its_names() -> None:
-    from kubeherd.scheduler.controller import claims_of
+    from kubeherd.scheduler.core.claims import claims_of
 
     def body(election: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubeherd.scheduler.objects import scheduler_image
-from kubeherd.scheduler.versions import release_version
+from kubeherd.scheduler.core.images import scheduler_image
+from kubeherd.scheduler.core.versions import release_version
 
 
 @pytest.mark.parametrize(

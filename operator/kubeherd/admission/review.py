@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubeherd.daemonset.template_review import Review, as_api_list
-from kubeherd.scheduler.validation import Verdict
+from kubeherd.scheduler.core.problems import Verdict
 
 
 def spec_changed(operation: str, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

@@ -30,24 +30,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubeherd.api.schedulerprofile import DEFAULT_NAME_REFUSAL
 from kubeherd.defaults import SCHEDULER_STATUS_INTERVAL
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kind, Kube, KubeError, kind_of
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import conditions_by_type, iso_time, status_changed
-from kubeherd.names import SCHEDULERPROFILES
+from kubeherd.names import SCHEDULERPROFILE, SCHEDULERPROFILES
 from kubeherd.runner import KeyedRunner, Marks
-from kubeherd.scheduler.catalog import CatalogChoice, image_catalog
-from kubeherd.scheduler.config import (
+from kubeherd.scheduler.core.catalog import CatalogChoice, image_catalog
+from kubeherd.scheduler.core.claims import Claim, running_names
+from kubeherd.scheduler.core.config import (
     Lock,
     configuration_hash,
     configuration_yaml,
-    foreign_lock_namespace,
     lease_lock,
     render_configuration,
 )
-from kubeherd.scheduler.judge import (
+from kubeherd.scheduler.core.images import scheduler_image
+from kubeherd.scheduler.core.judge import (
     Judgement,
     Outcome,
     judge_key,
@@ -56,22 +56,22 @@ from kubeherd.scheduler.judge import (
     read_judgement,
     template_judge_key,
 )
-from kubeherd.scheduler.objects import (
-    AUTHENTICATION_NAMESPACE,
-    KIND,
-    MANIFEST_HASH_LABEL,
-    OWNER_UID_LABEL,
+from kubeherd.scheduler.core.objects import (
     SCHEDULER_NAMES_ANNOTATION,
-    Owner,
     config_map,
     config_maps_in_use,
     owned_objects,
     scheduler_command,
-    scheduler_image,
     scheduler_names,
+)
+from kubeherd.scheduler.core.owner import (
+    MANIFEST_HASH_LABEL,
+    OWNER_UID_LABEL,
+    Owner,
     selector_labels,
 )
-from kubeherd.scheduler.status import (
+from kubeherd.scheduler.core.rbac import AUTHENTICATION_NAMESPACE
+from kubeherd.scheduler.core.status import (
     Applied,
     Running,
     Validity,
@@ -80,16 +80,8 @@ from kubeherd.scheduler.status import (
     lease_leader,
     running_config_hash,
 )
-from kubeherd.scheduler.validation import (
-    Claim,
-    Problem,
-    Verdict,
-    lease_claim,
-    lock_problems,
-    names_taken_before,
-    validate_spec,
-)
-from kubeherd.scheduler.versions import release_version
+from kubeherd.scheduler.core.verdict import profile_verdict
+from kubeherd.scheduler.core.versions import release_version
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +208,8 @@ class SchedulerProfileController:
         self.cluster_wide = cluster_wide
         self.status_interval = status_interval
         self.clock = clock
-        self.events = EventRecorder(kube, KIND, clock=clock)
-        self.runner: KeyedRunner[Key] = KeyedRunner(self._run_pass, what="SchedulerProfile")
+        self.events = EventRecorder(kube, SCHEDULERPROFILE, clock=clock)
+        self.runner: KeyedRunner[Key] = KeyedRunner(self._run_pass, what=SCHEDULERPROFILE)
         self._states: dict[Key, ProfileState] = {}
 
     # Inputs: called from the watch handlers -----------------------------------------------
@@ -239,7 +231,7 @@ class SchedulerProfileController:
         # and to the others, a change of the names this one runs.
         new_spec = metadata.get("generation") != before["metadata"].get("generation")
         # A new spec may free a Lease another one was refused for.
-        if new_spec or _running_names(body) != _running_names(before):
+        if new_spec or running_names(body) != running_names(before):
             self._recheck_refused(key)
         if new_spec:
             # A new spec is tried at once, not after the last one's retry delay (a judge that
@@ -810,11 +802,6 @@ def _is_owned(existing: Mapping[str, Any], owner: Owner) -> bool:
     return bool(labels.get(OWNER_UID_LABEL) == owner.uid)
 
 
-def _running_names(body: Mapping[str, Any]) -> set[str]:
-    names = str((body.get("status") or {}).get("schedulerNames") or "")
-    return {name.strip() for name in names.split(",") if name.strip()}
-
-
 async def profile_image(kube: Kube, spec: Mapping[str, Any]) -> tuple[str | None, str]:
     """The image a SchedulerProfile runs: the spec's, else the official one of the cluster's
     release; or None and why not (the API server's version unread, or naming no release: a
@@ -829,69 +816,6 @@ async def profile_image(kube: Kube, spec: Mapping[str, Any]) -> tuple[str | None
     if release is None:
         return None, f"the API server's version {git_version!r} names no Kubernetes release"
     return scheduler_image(spec, release), ""
-
-
-def profile_verdict(
-    body: Mapping[str, Any], claims: Iterable[Claim], choice: CatalogChoice
-) -> Verdict:
-    """kubeherd's verdict on a SchedulerProfile: kube-scheduler's own checks (those of the
-    catalog `choice` holds, if any), the scheduler names and Lease other SchedulerProfiles
-    (`claims`, which may include this one's) hold first, and the Leases kubeherd never takes.
-    The controller and the admission webhook both give it, so that what `kubectl apply` refuses
-    is exactly what would be reported Valid=False."""
-    metadata = body["metadata"]
-    spec: Mapping[str, Any] = body.get("spec") or {}
-    lock = lease_lock(spec, str(metadata["name"]), str(metadata.get("namespace") or ""))
-    taken = names_taken_before(claims, claims_of(body))
-    holders = {name: holder_seen_from(owner, metadata) for name, owner in taken.items()}
-    verdict = validate_spec(spec, choice.catalog, taken_names=holders, by_image=choice.by_image)
-    verdict.errors += choice.problems
-    verdict.errors += lock_problems(lock)
-    if metadata["name"] == "default":
-        # Stored before the CRD refused it: its ServiceAccount would be the namespace's default.
-        verdict.errors.append(Problem("metadata.name", DEFAULT_NAME_REFUSAL))
-    # CEL cannot see the resource's namespace: the API server lets this through.
-    if elsewhere := foreign_lock_namespace(spec, str(metadata.get("namespace") or "")):
-        verdict.errors.append(Problem("spec.leaderElection.resourceNamespace", elsewhere))
-    lock_holder = holders.get(lease_claim(lock))
-    if lock_holder:
-        verdict.errors.append(
-            Problem(
-                "spec.leaderElection.resourceName",
-                f"{lease_claim(lock)} is the lock of {lock_holder}: "
-                "two schedulers on one Lease take turns, one always idle; choose another "
-                "resourceName",
-            )
-        )
-    return verdict
-
-
-def holder_seen_from(owner: str, metadata: Mapping[str, Any]) -> str:
-    """Another SchedulerProfile (`namespace/name`), as a refusal may name it to this one's
-    author: by name in the same namespace; elsewhere only as being elsewhere, since scheduler
-    names are cluster-wide but the author may not read that namespace."""
-    namespace = owner.partition("/")[0]
-    if namespace == metadata.get("namespace"):
-        return f"SchedulerProfile {owner}"
-    return "a SchedulerProfile in another namespace"
-
-
-def claims_of(body: Mapping[str, Any]) -> list[Claim]:
-    """The scheduler names a SchedulerProfile's spec claims, and its Lease when it elects."""
-    metadata = body["metadata"]
-    created = str(metadata.get("creationTimestamp") or "")
-    owner = f"{metadata.get('namespace')}/{metadata['name']}"
-    running = _running_names(body)
-    spec = body.get("spec") or {}
-    profiles = spec.get("profiles") or []
-    names = [str(p["schedulerName"]) for p in profiles if p.get("schedulerName")]
-    claims = [Claim(created, owner, name, running=name in running) for name in names]
-    if (spec.get("leaderElection") or {}).get("leaderElect", True):
-        # Two schedulers on one Lease take turns: one of them idles, both report it as leader.
-        lock = lease_lock(spec, str(metadata["name"]), str(metadata.get("namespace") or ""))
-        rolled_out = bool((body.get("status") or {}).get("configHash"))
-        claims.append(Claim(created, owner, lease_claim(lock), running=rolled_out))
-    return claims
 
 
 def _running_from(status: Mapping[str, Any]) -> Running:

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import kopf
 
 from kubeherd.names import GROUP, SCHEDULERPROFILES, VERSION
-from kubeherd.scheduler.controller import SchedulerProfileController, claims_of
-from kubeherd.scheduler.validation import Claim
+from kubeherd.scheduler.controller import SchedulerProfileController
+from kubeherd.scheduler.core.claims import Claim, claims_of
 
 
 class IndexedClaims:

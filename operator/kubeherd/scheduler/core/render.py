@@ -25,8 +25,10 @@ from kubeherd.api.identifiers import (
     is_dns_subdomain,
 )
 from kubeherd.api.schedulerprofile import SchedulerProfile, SchedulerProfileSpec
-from kubeherd.scheduler.catalog import CatalogChoice, image_catalog, shipped
-from kubeherd.scheduler.config import (
+from kubeherd.names import SCHEDULERPROFILE
+from kubeherd.scheduler.core.catalog import CatalogChoice, image_catalog, shipped
+from kubeherd.scheduler.core.claims import lock_problems
+from kubeherd.scheduler.core.config import (
     Lock,
     configuration_hash,
     configuration_yaml,
@@ -34,17 +36,17 @@ from kubeherd.scheduler.config import (
     lease_lock,
     render_configuration,
 )
-from kubeherd.scheduler.objects import (
+from kubeherd.scheduler.core.images import scheduler_image
+from kubeherd.scheduler.core.static_pod import (
     STATIC_CONFIG_ROOT,
     STATIC_POD_KUBECONFIG,
     STATIC_POD_PORT,
-    scheduler_image,
     static_config_dir,
     static_pod,
     static_pod_name,
 )
-from kubeherd.scheduler.validation import Problem, lock_problems, validate_spec
-from kubeherd.scheduler.versions import release_version
+from kubeherd.scheduler.core.validation import Problem, validate_spec
+from kubeherd.scheduler.core.versions import release_version
 
 # Where kube-system's system::leader-locking-kube-scheduler Role lets the node's
 # system:kube-scheduler take any Lease.
@@ -61,7 +63,7 @@ def load_profiles(path: Path) -> list[dict[str, Any]]:
         documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
     except (OSError, yaml.YAMLError) as error:
         raise RenderError(f"cannot read {path}: {error}") from None
-    profiles = [doc for doc in documents if doc.get("kind") == "SchedulerProfile"]
+    profiles = [doc for doc in documents if doc.get("kind") == SCHEDULERPROFILE]
     if not profiles:
         raise RenderError(f"{path} holds no SchedulerProfile")
     loaded = []

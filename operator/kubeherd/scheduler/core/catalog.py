@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeherd.scheduler.godecoding import (
+from kubeherd.scheduler.core.godecoding import (
     BOOL,
     DURATION,
     FLOAT64,
@@ -34,10 +34,11 @@ from kubeherd.scheduler.godecoding import (
     GoStruct,
     GoType,
 )
-from kubeherd.scheduler.objects import official_release
-from kubeherd.scheduler.problems import Problem
+from kubeherd.scheduler.core.images import official_release
+from kubeherd.scheduler.core.problems import Problem
 
-# The catalogs' folder, beside this module.
+# The catalogs' folder: data of the scheduler package, beside its core and shell.
+CATALOG_PACKAGE = "kubeherd.scheduler"
 CATALOG_FOLDER = "catalogs"
 _MINOR = re.compile(r"(\d+)\.(\d+)")
 _RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
@@ -208,7 +209,7 @@ class Catalogs:
 @functools.cache
 def shipped() -> Catalogs:
     """The catalogs packaged with kubeherd."""
-    folder = importlib.resources.files(__package__ or "kubeherd.scheduler") / CATALOG_FOLDER
+    folder = importlib.resources.files(CATALOG_PACKAGE) / CATALOG_FOLDER
     names = [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
     return Catalogs(names, lambda name: folder.joinpath(name).read_text(encoding="utf-8"))
 

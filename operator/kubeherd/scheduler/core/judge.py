@@ -31,11 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.meta import parse_time
-from kubeherd.scheduler.objects import (
+from kubeherd.scheduler.core.objects import (
     CONFIG_HASH_ANNOTATION,
-    MANAGED_BY_LABEL,
-    OWNER_UID_LABEL,
-    Owner,
     config_mount,
     config_volume,
     container_security_context,
@@ -43,6 +40,7 @@ from kubeherd.scheduler.objects import (
     pod_security_context,
     scheduler_command,
 )
+from kubeherd.scheduler.core.owner import MANAGED_BY_LABEL, OWNER_UID_LABEL, Owner
 
 # On a judge pod: the judge key of what it judges.
 JUDGE_LABEL = "kubeherd.io/judge"

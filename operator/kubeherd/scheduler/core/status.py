@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.meta import condition, conditions_by_type, parse_time
-from kubeherd.scheduler.objects import CONFIG_HASH_ANNOTATION
+from kubeherd.scheduler.core.objects import CONFIG_HASH_ANNOTATION
 
 
 @dataclass(frozen=True)

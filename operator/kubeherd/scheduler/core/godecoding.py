@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.scheduler.problems import Problem
+from kubeherd.scheduler.core.problems import Problem
 
 # Every kind's apiVersion and kind: not worth listing among the fields a user may mean.
 _TYPE_META_FIELDS = frozenset({"apiVersion", "kind"})
