@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,10 +12,6 @@ from kubeherd.names import API_VERSION
 def iso_time(timestamp: float) -> str:
     moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def now_iso() -> str:
-    return iso_time(time.time())
 
 
 def parse_time(text: str | None) -> float | None:
