@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bench.api import Api, Json
 from bench.workload import BENCH_LABEL
-from kubeherd.daemonset.pods import target_node
+from kubeherd.daemonset.core.pods import target_node
 
 
 @dataclass

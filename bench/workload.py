@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubeherd.daemonset.eligibility import NODE_NAME_FIELD
+from kubeherd.daemonset.core.eligibility import NODE_NAME_FIELD
 
 Manifest = dict[str, Any]
 

@@ -25,9 +25,9 @@ from kubeherd.admission.webhook import (
     start_webhook,
 )
 from kubeherd.daemonset.controller import DaemonSetController
-from kubeherd.daemonset.handlers import Watches
-from kubeherd.daemonset.reads import IdentityLookup
-from kubeherd.daemonset.template_review import OperatorIdentity
+from kubeherd.daemonset.core.template import OperatorIdentity
+from kubeherd.daemonset.shell.reads import IdentityLookup
+from kubeherd.daemonset.shell.watches import Watches
 from kubeherd.kopf_adapter import CLUSTER_PEERING, NAMESPACED_PEERING
 from kubeherd.kopf_watches import KopfWatches
 from kubeherd.kube import config

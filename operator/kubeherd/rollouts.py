@@ -21,8 +21,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from kubeherd.daemonset.pods import OWNER_LABEL
-from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
+from kubeherd.daemonset.core.pods import OWNER_LABEL
+from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
 from kubeherd.kube import config
 from kubeherd.kube.client import KINDS, Kube, KubeError, WriteLimits
 from kubeherd.kube.login import ConfigError, Login

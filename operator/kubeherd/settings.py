@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 from kubeherd.admission.configuration import WebhookOptions
-from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.defaults import (
     DEFAULT_HEALTH_ADDRESS,
     DEFAULT_METRICS_ADDRESS,

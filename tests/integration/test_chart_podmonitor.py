@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset.claims import selector_matches
+from kubeherd.daemonset.core.claims import selector_matches
 from kubeherd.scheduler.core.objects import deployment
 from kubeherd.scheduler.core.owner import Owner
 from localcluster.binaries import Binaries

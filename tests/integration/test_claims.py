@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubeherd.daemonset.pods import template_hash
+from kubeherd.daemonset.core.pods import template_hash
 from tests.helpers import eventually
 from tests.integration.daemonsets import WORKERS, DaemonSets, agent, target_node_of
 

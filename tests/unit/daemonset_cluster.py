@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kubeherd.daemonset.controller import DaemonSetController
-from kubeherd.daemonset.eligibility import NodeInfo
-from kubeherd.daemonset.planning import PodInfo
-from kubeherd.daemonset.pods import OWNER_LABEL, target_node
-from kubeherd.daemonset.state import Key
+from kubeherd.daemonset.core.eligibility import NodeInfo
+from kubeherd.daemonset.core.model import PodInfo
+from kubeherd.daemonset.core.pods import OWNER_LABEL, target_node
+from kubeherd.daemonset.shell.state import Key
 from kubeherd.kube.client import DryRun, Kind, Kube, Outcome, WriteLimits
 from kubeherd.meta import iso_time
 from tests.unit.virtual_time import wall_clock

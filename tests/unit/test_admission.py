@@ -26,7 +26,7 @@ from kubeherd.admission.configuration import (
     webhook_configuration,
 )
 from kubeherd.admission.review import profile_review, spec_changed
-from kubeherd.daemonset.template_review import (
+from kubeherd.daemonset.core.template import (
     checked_pod,
     no_verdict,
     pod_template_review,

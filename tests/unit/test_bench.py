@@ -29,7 +29,7 @@ from bench.report import markdown, median_run, plot, summarize
 from bench.scenarios import Options
 from bench.stats import delays, growth_exponent, median, percentile, rollout
 from bench.workload import custom_daemonset, native_daemonset, pinned_pod
-from kubeherd.daemonset.pods import target_node
+from kubeherd.daemonset.core.pods import target_node
 
 
 def test_percentile_is_a_measured_value_by_nearest_rank() -> None:

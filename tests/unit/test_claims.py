@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubeherd.daemonset.claims import (
+from kubeherd.daemonset.core.claims import (
     InvalidSelectorError,
     adoption_patch,
     controller_uid,
@@ -15,7 +15,7 @@ from kubeherd.daemonset.claims import (
     selector_problems,
     selector_text,
 )
-from kubeherd.daemonset.handlers import DaemonPod
+from kubeherd.daemonset.shell.watches import DaemonPod
 
 SELECTOR = {
     "matchLabels": {"app": "agent"},

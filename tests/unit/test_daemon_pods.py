@@ -9,12 +9,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubeherd.daemonset.eligibility import (
+from kubeherd.daemonset.core.eligibility import (
     NodeInfo,
     default_daemon_tolerations,
     node_should_run,
 )
-from kubeherd.daemonset.pods import (
+from kubeherd.daemonset.core.pods import (
     NODE_ANNOTATION,
     OWNER_LABEL,
     REVISION_LABEL,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset import history
-from kubeherd.daemonset.pods import REVISION_LABEL
-from kubeherd.daemonset.revisions import revision_name
-from kubeherd.daemonset.spec import DaemonSetSpec
-from kubeherd.daemonset.template_review import OperatorIdentity
+from kubeherd.daemonset.core.pods import REVISION_LABEL
+from kubeherd.daemonset.core.revisions import revision_name
+from kubeherd.daemonset.core.spec import DaemonSetSpec
+from kubeherd.daemonset.core.template import OperatorIdentity
+from kubeherd.daemonset.shell import revision_writes as history
 from kubeherd.kube.client import Outcome
 from kubeherd.meta import parse_time
 from tests.unit.daemonset_cluster import NAMESPACE, FakeCluster

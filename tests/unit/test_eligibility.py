@@ -10,7 +10,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kubeherd.api.customdaemonset import IneligibleReason
-from kubeherd.daemonset.eligibility import (
+from kubeherd.daemonset.core.eligibility import (
     NodeInfo,
     Taint,
     Toleration,

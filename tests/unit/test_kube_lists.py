@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset.reads import claimed_revisions
-from kubeherd.daemonset.revisions import build_revision
+from kubeherd.daemonset.core.revisions import build_revision
+from kubeherd.daemonset.shell.reads import claimed_revisions
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import KINDS, Kube, WriteLimits
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset.template_review import OperatorIdentity, borrowed_identity, checked_pod
+from kubeherd.daemonset.core.template import OperatorIdentity, borrowed_identity, checked_pod
 
 OPERATOR = OperatorIdentity("kubeherd-system", "kubeherd", frozenset({"kubeherd-webhook-tls"}))
 

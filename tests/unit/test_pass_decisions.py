@@ -7,17 +7,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubeherd.daemonset.claims import PodCandidates
-from kubeherd.daemonset.passes import ExpectedPod, NodeView, PassInput, Stop, plan_pass
-from kubeherd.daemonset.pods import OWNER_LABEL, REVISION_LABEL, daemon_pod_name, pinned_affinity
-from kubeherd.daemonset.revisions import (
+from kubeherd.daemonset.core.claims import PodCandidates
+from kubeherd.daemonset.core.model import ExpectedPod
+from kubeherd.daemonset.core.plan import NodeView, PassInput, Stop, plan_pass
+from kubeherd.daemonset.core.pods import (
+    OWNER_LABEL,
+    REVISION_LABEL,
+    daemon_pod_name,
+    pinned_affinity,
+)
+from kubeherd.daemonset.core.revisions import (
     FoundRevisions,
     RevisionRecord,
     build_revision,
     revision_hash_of_json,
 )
-from kubeherd.daemonset.spec import parse_spec
-from kubeherd.daemonset.template_review import TemplateVerdict
+from kubeherd.daemonset.core.spec import parse_spec
+from kubeherd.daemonset.core.template import TemplateVerdict
 from tests.unit.test_planning import NOW, node
 
 UID = "uid-cds"

@@ -6,19 +6,18 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset.eligibility import ELIGIBLE
-from kubeherd.daemonset.passes import (
+from kubeherd.daemonset.core.eligibility import ELIGIBLE
+from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord
+from kubeherd.daemonset.core.plan import (
     EXPECTATION_TIMEOUT,
-    ExpectedPod,
     NodeView,
     PassInput,
     PlannedCreate,
     plan_pass,
 )
-from kubeherd.daemonset.planning import NodeRecord
-from kubeherd.daemonset.report import Progress, ReportInput, report
-from kubeherd.daemonset.revisions import Revision
-from kubeherd.daemonset.spec import DaemonSetSpec, parse_spec
+from kubeherd.daemonset.core.report import Progress, ReportInput, report
+from kubeherd.daemonset.core.revisions import Revision
+from kubeherd.daemonset.core.spec import DaemonSetSpec, parse_spec
 from kubeherd.meta import iso_time
 from tests.unit.test_planning import NOW, node, pod
 

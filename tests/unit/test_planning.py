@@ -4,24 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeherd.daemonset.eligibility import ELIGIBLE, NodeInfo, Taint
-from kubeherd.daemonset.planning import (
+from kubeherd.daemonset.core.eligibility import ELIGIBLE, NodeInfo, Taint
+from kubeherd.daemonset.core.model import NodeRecord, PodInfo
+from kubeherd.daemonset.core.nodes import NodePlan, SurgeRule, plan_nodes, pods_to_keep
+from kubeherd.daemonset.core.rollout import (
     MAX_FIRST_BATCH,
-    NodePlan,
-    NodeRecord,
-    PodInfo,
-    SurgeRule,
     create_batches,
     next_first_batch,
-    node_selector_text,
     nodes_kept_back,
-    plan_nodes,
     plan_rolling_update,
-    pods_holding_up,
-    pods_to_keep,
-    summarize,
 )
-from kubeherd.daemonset.status import RolloutView, build_status, progressing
+from kubeherd.daemonset.core.status import RolloutView, build_status, progressing
+from kubeherd.daemonset.core.summary import node_selector_text, pods_holding_up, summarize
 from kubeherd.meta import status_changed
 
 SPEC: dict[str, Any] = {"containers": [{"name": "agent", "image": "agent:1"}]}

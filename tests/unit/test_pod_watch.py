@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from kubeherd.daemonset.handlers import Watches
-from kubeherd.daemonset.pods import OWNER_LABEL
+from kubeherd.daemonset.core.pods import OWNER_LABEL
+from kubeherd.daemonset.shell.watches import Watches
 
 
 def pod(

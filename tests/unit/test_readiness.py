@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kubeherd.daemonset.handlers import Watches
+from kubeherd.daemonset.shell.watches import Watches
 from kubeherd.kube import reflector as reflector_module
 from kubeherd.metrics.objects import ReadinessCollector
 from kubeherd.probes import HealthServer

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeherd.daemonset.pods import canonical_json, template_hash
-from kubeherd.daemonset.revisions import (
+from kubeherd.daemonset.core.pods import canonical_json, template_hash
+from kubeherd.daemonset.core.revisions import (
     Revision,
     RevisionRecord,
     build_revision,

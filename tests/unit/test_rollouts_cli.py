@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubeherd.cli import build_parser
-from kubeherd.daemonset.revisions import Revision
+from kubeherd.daemonset.core.revisions import Revision
 from kubeherd.rollouts import (
     RolloutError,
     history_table,

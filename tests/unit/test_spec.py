@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubeherd.daemonset.pods import template_hash
-from kubeherd.daemonset.spec import kept_body, parse_spec
+from kubeherd.daemonset.core.pods import template_hash
+from kubeherd.daemonset.core.spec import kept_body, parse_spec
 
 TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"app": "agent"}, "annotations": {"big": "x" * 1000}},

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubeherd.daemonset.template_review import Review, as_api_list
+from kubeherd.daemonset.core.template import Review, as_api_list
 from kubeherd.scheduler.core.problems import Verdict
 
 

@@ -31,7 +31,7 @@ from kubeherd.admission.configuration import (
     webhook_configuration,
 )
 from kubeherd.admission.review import profile_review, spec_changed
-from kubeherd.daemonset.template_review import ALLOWED, Review, checked_pod, pod_template_review
+from kubeherd.daemonset.core.template import ALLOWED, Review, checked_pod, pod_template_review
 from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.names import (

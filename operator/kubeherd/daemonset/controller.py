@@ -16,20 +16,18 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kubeherd.daemonset.act import Act, Acted
-from kubeherd.daemonset.passes import PassPlan, Stop, plan_pass
-from kubeherd.daemonset.pods import KIND
-from kubeherd.daemonset.reads import IdentityLookup, Reads, no_identity
-from kubeherd.daemonset.report import ReportInput, report
-from kubeherd.daemonset.spec import DaemonSetSpec, kept_body, parse_spec
-from kubeherd.daemonset.state import Attempt, DaemonSetState, Key, NodeSource, Pacing, PodSource
-from kubeherd.daemonset.status import refused_selector_status
+from kubeherd.daemonset.core.plan import PassPlan, Stop, plan_pass
+from kubeherd.daemonset.core.report import ReportInput, report
+from kubeherd.daemonset.core.spec import DaemonSetSpec, kept_body, parse_spec
+from kubeherd.daemonset.core.status import refused_selector_status
+from kubeherd.daemonset.shell.act import Act, Acted
+from kubeherd.daemonset.shell.reads import IdentityLookup, Reads, no_identity
+from kubeherd.daemonset.shell.state import Attempt, DaemonSetState, Key, NodeSource, PodSource
 from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube
-from kubeherd.kube.ratelimit import Backoff
 from kubeherd.meta import iso_time, status_changed
-from kubeherd.names import CUSTOMDAEMONSETS
+from kubeherd.names import CUSTOMDAEMONSET, CUSTOMDAEMONSETS
 from kubeherd.runner import KeyedRunner, Marks
 
 logger = logging.getLogger(__name__)
@@ -66,12 +64,12 @@ class DaemonSetController:
         self.max_create_backoff = max_create_backoff
         self.max_failed_pod_backoff = max_failed_pod_backoff
         self.clock = clock
-        self.events = EventRecorder(kube, KIND, clock=clock)
+        self.events = EventRecorder(kube, CUSTOMDAEMONSET, clock=clock)
         self.reads = Reads(kube, nodes, pods, operator, clock)
         self.act = Act(kube, self.events, clock)
         self.runner: KeyedRunner[Key] = KeyedRunner(
             self._pass,
-            what="CustomDaemonSet",
+            what=CUSTOMDAEMONSET,
             coalesce_seconds=COALESCE_SECONDS,
             max_retry_delay=max_create_backoff,
         )
@@ -95,8 +93,10 @@ class DaemonSetController:
             return
         state = self._states.get(key)
         if state is None:
-            pacing = Pacing(Backoff(self.max_create_backoff), self.max_failed_pod_backoff)
-            state = self._states[key] = DaemonSetState(kept_body(body), parse_spec(body), pacing)
+            backoffs = (self.max_create_backoff, self.max_failed_pod_backoff)
+            state = self._states[key] = DaemonSetState.of(
+                kept_body(body), parse_spec(body), *backoffs
+            )
             state.ready = ready
         own_write = state.status.own(body, state.body)
         if body["metadata"].get("generation") != state.body["metadata"].get("generation"):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeherd.daemonset.pods import DaemonPodMaker
+from kubeherd.daemonset.core.pods import DaemonPodMaker
 
 # The node the checked pod is pinned to. The dry run never binds it; a name no node has, so
 # that the pod's name (derived from it, as the controller derives it) never meets a real one.

@@ -15,15 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from kubeherd.daemonset.claims import Claim, revision_adoptions
-from kubeherd.daemonset.pods import (
-    KIND,
+from kubeherd.daemonset.core.claims import Claim, revision_adoptions
+from kubeherd.daemonset.core.pods import (
     OWNER_LABEL,
     REVISION_LABEL,
     canonical_hash,
     canonical_json,
 )
 from kubeherd.meta import controller_reference
+from kubeherd.names import CUSTOMDAEMONSET
 
 CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
 # The native revision data is a strategic-merge patch that replaces the whole template.
@@ -165,7 +165,7 @@ def build_revision(
             "namespace": metadata["namespace"],
             "labels": {**template_labels, OWNER_LABEL: metadata["name"], REVISION_LABEL: hash_},
             "annotations": annotations,
-            "ownerReferences": [controller_reference(cds, KIND)],
+            "ownerReferences": [controller_reference(cds, CUSTOMDAEMONSET)],
         },
         "data": {
             "spec": {"template": {**copy.deepcopy(dict(template)), PATCH_DIRECTIVE: "replace"}}

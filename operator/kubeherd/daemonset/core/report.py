@@ -9,17 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubeherd.daemonset.planning import (
-    NodeRecord,
-    Summary,
-    node_selector_text,
-    parse_time,
-    pods_holding_up,
-    summarize,
-)
-from kubeherd.daemonset.revisions import RevisionFacts, revision_name
-from kubeherd.daemonset.spec import DaemonSetSpec
-from kubeherd.daemonset.status import RolloutView, build_status, progressing
+from kubeherd.daemonset.core.model import NodeRecord, parse_time
+from kubeherd.daemonset.core.revisions import RevisionFacts, revision_name
+from kubeherd.daemonset.core.spec import DaemonSetSpec
+from kubeherd.daemonset.core.status import RolloutView, build_status, progressing
+from kubeherd.daemonset.core.summary import Summary, node_selector_text, pods_holding_up, summarize
 from kubeherd.meta import iso_time, status_changed
 
 # Looking again a little after the moment, so that it has surely passed.

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.daemonset.claims import selector_problems
-from kubeherd.daemonset.pods import canonical_hash, canonical_json
-from kubeherd.daemonset.revisions import CHANGE_CAUSE_ANNOTATION
+from kubeherd.daemonset.core.claims import selector_problems
+from kubeherd.daemonset.core.pods import canonical_hash, canonical_json
+from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION
 from kubeherd.defaults import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MAX_SURGE,

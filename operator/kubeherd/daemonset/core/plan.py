@@ -18,42 +18,27 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kubeherd.daemonset.claims import PodCandidates, PodClaims, plan_pod_claims
-from kubeherd.daemonset.eligibility import NodeInfo
-from kubeherd.daemonset.planning import (
-    DeletePod,
-    NodeRecord,
-    PodInfo,
-    SurgeRule,
-    nodes_kept_back,
-    plan_nodes,
-    plan_rolling_update,
-)
-from kubeherd.daemonset.pods import KIND
-from kubeherd.daemonset.report import Event
-from kubeherd.daemonset.revisions import (
+from kubeherd.daemonset.core.claims import PodCandidates, PodClaims, plan_pod_claims
+from kubeherd.daemonset.core.eligibility import NodeInfo
+from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
+from kubeherd.daemonset.core.nodes import DeletePod, SurgeRule, plan_nodes
+from kubeherd.daemonset.core.report import Event
+from kubeherd.daemonset.core.revisions import (
     FoundRevisions,
     RevisionPlan,
     RevisionRecord,
     plan_revisions,
     previous_revision,
 )
-from kubeherd.daemonset.spec import DaemonSetSpec
-from kubeherd.daemonset.template_review import TemplateVerdict
+from kubeherd.daemonset.core.rollout import nodes_kept_back, plan_rolling_update
+from kubeherd.daemonset.core.spec import DaemonSetSpec
+from kubeherd.daemonset.core.template import TemplateVerdict
 from kubeherd.meta import controller_reference
+from kubeherd.names import CUSTOMDAEMONSET
 
 # How long a create the watch has not shown yet holds its node back, as the native
 # controller's expectations do; a watch event or a later listing normally ends it in seconds.
 EXPECTATION_TIMEOUT = 300.0
-
-
-@dataclass(frozen=True)
-class ExpectedPod:
-    """A pod this controller created (or adopted) that the watch has not shown yet."""
-
-    name: str
-    revision: str
-    sent_at: float
 
 
 @dataclass(frozen=True)
@@ -192,14 +177,14 @@ def plan_pass(given: PassInput) -> PassPlan:
             given.found_revisions,
             spec.template_json,
             given.collision_count,
-            controller_reference(given.body, KIND),
+            controller_reference(given.body, CUSTOMDAEMONSET),
             given.body["metadata"]["name"],
             given.refused_adoptions,
         )
         plan.revision = plan.revisions.decision.hash
         previous = previous_revision_hash(given.body, plan.revisions.records, plan.revision)
     if given.pod_candidates is not None:
-        reference = controller_reference(given.body, KIND)
+        reference = controller_reference(given.body, CUSTOMDAEMONSET)
         plan.claims = plan_pod_claims(given.pod_candidates, given.body, reference)
     _plan_pods(given, plan, previous)
     return plan

@@ -11,18 +11,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubeherd.daemonset.claims import (
+from kubeherd.daemonset.core.claims import (
     PodCandidates,
     controller_uid,
     outside_selector_texts,
     revision_adoptable,
     selector_text,
 )
-from kubeherd.daemonset.passes import NodeView, PassInput, previous_revision_hash
-from kubeherd.daemonset.pods import OWNER_LABEL
-from kubeherd.daemonset.revisions import FoundRevisions, RevisionRecord, in_order
-from kubeherd.daemonset.state import Attempt, DaemonSetState, Key, NodeSource, PodSource
-from kubeherd.daemonset.template_review import (
+from kubeherd.daemonset.core.plan import NodeView, PassInput, previous_revision_hash
+from kubeherd.daemonset.core.pods import OWNER_LABEL
+from kubeherd.daemonset.core.revisions import FoundRevisions, RevisionRecord, in_order
+from kubeherd.daemonset.core.template import (
     NO_IDENTITY,
     OperatorIdentity,
     TemplateAnswer,
@@ -32,6 +31,7 @@ from kubeherd.daemonset.template_review import (
     judged_valid_before,
     template_verdict,
 )
+from kubeherd.daemonset.shell.state import Attempt, DaemonSetState, Key, NodeSource, PodSource
 from kubeherd.kube.client import KINDS, Kube
 from kubeherd.runner import Marks
 

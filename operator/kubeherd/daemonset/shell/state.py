@@ -9,12 +9,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubeherd.daemonset.eligibility import NodeInfo
-from kubeherd.daemonset.passes import ExpectedPod
-from kubeherd.daemonset.planning import NodeRecord, PodInfo
-from kubeherd.daemonset.report import Progress
-from kubeherd.daemonset.revisions import RevisionRecord
-from kubeherd.daemonset.spec import DaemonSetSpec
+from kubeherd.daemonset.core.eligibility import NodeInfo
+from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
+from kubeherd.daemonset.core.report import Progress
+from kubeherd.daemonset.core.revisions import RevisionRecord
+from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.defaults import TEMPLATE_CHECK_LIMIT
 from kubeherd.kube.ratelimit import Backoff
 
@@ -132,3 +131,14 @@ class DaemonSetState:
     # Awaited before the first pass: until the watches have listed the cluster and this
     # object's pods. None once done.
     ready: Callable[[], Awaitable[None]] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        body: Mapping[str, Any],
+        spec: DaemonSetSpec,
+        max_create_backoff: float,
+        max_failed_pod_backoff: float,
+    ) -> DaemonSetState:
+        """A CustomDaemonSet first seen, with the longest waits of its write pacing."""
+        return cls(body, spec, Pacing(Backoff(max_create_backoff), max_failed_pod_backoff))

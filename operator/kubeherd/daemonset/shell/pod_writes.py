@@ -11,11 +11,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubeherd.daemonset.claims import PodClaims
-from kubeherd.daemonset.passes import ExpectedPod, PlannedCreate
-from kubeherd.daemonset.planning import DeletePod, create_batches, next_first_batch
-from kubeherd.daemonset.pods import REVISION_LABEL, DaemonPodMaker
-from kubeherd.daemonset.state import History, Pacing
+from kubeherd.daemonset.core.claims import PodClaims
+from kubeherd.daemonset.core.model import ExpectedPod
+from kubeherd.daemonset.core.nodes import DeletePod
+from kubeherd.daemonset.core.plan import PlannedCreate
+from kubeherd.daemonset.core.pods import REVISION_LABEL, DaemonPodMaker
+from kubeherd.daemonset.core.rollout import create_batches, next_first_batch
+from kubeherd.daemonset.shell.state import History, Pacing
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, Outcome
 from kubeherd.kube.ratelimit import Backoff

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.daemonset.planning import Summary
+from kubeherd.daemonset.core.summary import Summary
 from kubeherd.meta import condition, conditions_by_type
 
 # The condition types this controller sets; it leaves every other type alone.

@@ -11,10 +11,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubeherd.daemonset.history import kept_back_templates, prune_history, write_revisions
-from kubeherd.daemonset.passes import PassPlan, Stop
-from kubeherd.daemonset.state import Attempt, DaemonSetState
-from kubeherd.daemonset.writes import create_pods, delete_pods, pod_builder, send_claims
+from kubeherd.daemonset.core.plan import PassPlan, Stop
+from kubeherd.daemonset.shell.pod_writes import create_pods, delete_pods, pod_builder, send_claims
+from kubeherd.daemonset.shell.revision_writes import (
+    kept_back_templates,
+    prune_history,
+    write_revisions,
+)
+from kubeherd.daemonset.shell.state import Attempt, DaemonSetState
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, Outcome
 

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.daemonset.eligibility import NODE_NAME_FIELD, with_daemon_tolerations
+from kubeherd.daemonset.core.eligibility import NODE_NAME_FIELD, with_daemon_tolerations
 from kubeherd.meta import controller_reference
+from kubeherd.names import CUSTOMDAEMONSET
 
 OWNER_LABEL = "kubeherd.io/customdaemonset"
 REVISION_LABEL = "controller-revision-hash"
 NODE_ANNOTATION = "kubeherd.io/node"
-KIND = "CustomDaemonSet"
 
 # No vowels, so that no digest spells a word (the alphabet Kubernetes uses for generated names).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -138,7 +138,7 @@ class DaemonPodMaker:
                 REVISION_LABEL: revision,
             },
             annotations=template_metadata.get("annotations") or {},
-            owner_reference=controller_reference(cds, KIND),
+            owner_reference=controller_reference(cds, CUSTOMDAEMONSET),
             # The native controller copies the template's finalizers too.
             finalizers=tuple(template_metadata.get("finalizers") or ()),
         )

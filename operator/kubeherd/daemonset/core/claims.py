@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.api.identifiers import LABEL_KEY_TEXT, LABEL_VALUE_TEXT, is_label_key, is_label_value
-from kubeherd.daemonset.pods import OWNER_LABEL, REVISION_LABEL, target_node
+from kubeherd.daemonset.core.pods import OWNER_LABEL, REVISION_LABEL, target_node
 
 
 class InvalidSelectorError(ValueError):

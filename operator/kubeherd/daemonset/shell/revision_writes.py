@@ -12,10 +12,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubeherd.daemonset.claims import Claim
-from kubeherd.daemonset.planning import NodeRecord
-from kubeherd.daemonset.reads import claimed_revisions
-from kubeherd.daemonset.revisions import (
+from kubeherd.daemonset.core.claims import Claim
+from kubeherd.daemonset.core.model import NodeRecord
+from kubeherd.daemonset.core.revisions import (
     RevisionFacts,
     RevisionPlan,
     build_revision,
@@ -24,7 +23,8 @@ from kubeherd.daemonset.revisions import (
     revision_template,
     revisions_to_prune,
 )
-from kubeherd.daemonset.state import Attempt, History
+from kubeherd.daemonset.shell.reads import claimed_revisions
+from kubeherd.daemonset.shell.state import Attempt, History
 from kubeherd.events import EventRecorder
 from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
 

@@ -1,0 +1,130 @@
+"""The records a pass reads and keeps: one daemon pod as the watch shows it (`PodInfo`), and
+one node's standing for one CustomDaemonSet (`NodeRecord`, an entry of the ledger). Small and
+slotted: thousands stay cheap.
+
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubeherd.daemonset.core.eligibility import Verdict
+from kubeherd.daemonset.core.pods import REVISION_LABEL, target_node
+
+
+def parse_time(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the controller needs to know of one daemon pod: small, so thousands stay cheap.
+
+    Slots, and the strings that repeat across pods (node, phase, revision) shared: a watched
+    pod's memory is mostly this record (docs/benchmarks.md)."""
+
+    name: str
+    uid: str
+    node: str | None
+    phase: str
+    ready: bool
+    ready_since: float | None
+    revision: str
+    created: str
+    deleting: bool
+    # Why a container is not running yet (ImagePullBackOff, CrashLoopBackOff...), or "".
+    waiting_reason: str = ""
+    # No controller owns it (it carries the owner label but lost its owner reference).
+    orphan: bool = False
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
+        metadata = body.get("metadata", {})
+        status = body.get("status") or {}
+        ready_condition: Mapping[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
+        ready = ready_condition.get("status") == "True"
+        node = target_node(body)
+        return cls(
+            name=metadata.get("name", ""),
+            uid=metadata.get("uid", ""),
+            node=sys.intern(node) if node else None,
+            phase=sys.intern(status.get("phase") or "Pending"),
+            ready=ready,
+            ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
+            revision=sys.intern((metadata.get("labels") or {}).get(REVISION_LABEL, "")),
+            created=sys.intern(metadata.get("creationTimestamp") or ""),
+            deleting=bool(metadata.get("deletionTimestamp")),
+            waiting_reason=_waiting_reason(status),
+            orphan=not any(ref.get("controller") for ref in metadata.get("ownerReferences") or ()),
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Failed", "Succeeded")
+
+    @property
+    def forgotten(self) -> bool:
+        """Finished and deleted: the kubelet or the pod garbage collector removes it, and the
+        native controller no longer counts it for anything."""
+        return self.finished and self.deleting
+
+
+def _waiting_reason(status: Mapping[str, Any]) -> str:
+    for container in status.get("containerStatuses") or ():
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One node's standing for one CustomDaemonSet: its verdict and its daemon pods."""
+
+    verdict: Verdict
+    # Terminating and failed pods included: the status counts them, as the native one does.
+    pods: tuple[PodInfo, ...]
+
+    @property
+    def oldest_pod(self) -> PodInfo | None:
+        # With several pods on a node, the oldest decides the status, as in the native controller.
+        # One pod is by far the most common case, and the status sums up every node's.
+        return self.pods[0] if len(self.pods) == 1 else oldest_of(self.pods)
+
+    @property
+    def active_pods(self) -> tuple[PodInfo, ...]:
+        """The pods neither being deleted nor finished: the ones a rollout counts on or replaces
+        (plan_nodes deals with finished ones)."""
+        if len(self.pods) == 1 and not self.pods[0].deleting and not self.pods[0].finished:
+            return self.pods
+        return tuple(pod for pod in self.pods if not pod.deleting and not pod.finished)
+
+    @property
+    def holds_finished_pod(self) -> bool:
+        return any(pod.finished and not pod.deleting for pod in self.pods)
+
+
+def oldest_of(pods: Iterable[PodInfo]) -> PodInfo | None:
+    return min(pods, key=lambda pod: (pod.created, pod.name), default=None)
+
+
+def pod_available(pod: PodInfo, min_ready_seconds: int, now: float) -> bool:
+    return pod.ready and (pod.ready_since or now) + min_ready_seconds <= now
+
+
+@dataclass(frozen=True)
+class ExpectedPod:
+    """A pod this controller created (or adopted) that the watch has not shown yet."""
+
+    name: str
+    revision: str
+    sent_at: float

@@ -1,0 +1,167 @@
+"""The rolling update's next step within its budget (maxUnavailable, or maxSurge), the nodes a
+partition keeps back, and the batches creates go out in.
+
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeherd.daemonset.core.model import NodeRecord, pod_available
+from kubeherd.daemonset.core.nodes import CreatePod, DeletePod
+from kubeherd.daemonset.core.spec import resolve_budget
+from kubeherd.defaults import DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE
+
+
+@dataclass
+class RolloutStep:
+    deletes: list[DeletePod] = field(default_factory=list)
+    # Nodes that get a new pod beside their old one (surge).
+    creates: list[CreatePod] = field(default_factory=list)
+    # Whether any old-revision pod is left (False: the rollout is over).
+    outdated: bool = False
+
+
+def nodes_kept_back(
+    ledger: Mapping[str, NodeRecord], revision: str, partition: int
+) -> frozenset[str]:
+    """The eligible nodes a partition keeps on the previous revision.
+
+    Nodes update in name order and nodes already running `revision` count first, so the last
+    `partition` nodes by name stay behind, and a node joining or leaving moves the line by one
+    node at most (OpenKruise counts updated nodes first too)."""
+    if partition <= 0:
+        return frozenset()
+    eligible = sorted(name for name, record in ledger.items() if record.verdict.should_run)
+    allowance = max(0, len(eligible) - partition)
+    updated = {
+        name for name in eligible if any(p.revision == revision for p in ledger[name].active_pods)
+    }
+    behind = [name for name in eligible if name not in updated]
+    return frozenset(behind[max(0, allowance - len(updated)) :])
+
+
+def plan_rolling_update(
+    ledger: Mapping[str, NodeRecord],
+    revision: str,
+    rolling_update: Mapping[str, Any],
+    min_ready_seconds: int,
+    now: float,
+    already_deleted: set[str],
+    already_created: frozenset[str] = frozenset(),
+    kept_back: frozenset[str] = frozenset(),
+) -> RolloutStep:
+    """One step of a rolling update over all eligible nodes, the native way.
+
+    Without surge: unavailable old pods go at once, outside the budget; available ones only while
+    fewer than maxUnavailable eligible nodes lack an available pod; plan_nodes then creates the
+    replacements. With maxSurge: a new pod starts beside an available old one on at most maxSurge
+    nodes at a time (at once beside an unavailable one), and plan_nodes deletes the old pod when
+    the new one is available.
+
+    `already_deleted` (pod uids) and `already_created` (nodes) are what earlier passes did that the
+    watch has not shown yet, so two quick passes never spend a budget twice. Nodes in `kept_back`
+    (a partition) are left alone, though they still count for the budget."""
+    eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
+    max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), DEFAULT_MAX_SURGE)
+    if max_surge > 0:
+        return _surge_step(
+            eligible, revision, max_surge, min_ready_seconds, now, already_created, kept_back
+        )
+    max_unavailable = resolve_budget(
+        rolling_update.get("maxUnavailable"), len(eligible), DEFAULT_MAX_UNAVAILABLE
+    )
+    # Both zero is refused upstream at admission; at runtime it falls back to 1.
+    max_unavailable = max_unavailable or 1
+    step = RolloutStep()
+    unavailable = 0
+    candidates: list[DeletePod] = []
+    for name in sorted(eligible):
+        record = eligible[name]
+        # Terminating pods serve nobody: a node with only those counts as unavailable.
+        pods = [pod for pod in record.active_pods if pod.uid not in already_deleted]
+        if not any(pod_available(pod, min_ready_seconds, now) for pod in pods):
+            unavailable += 1
+        if name in kept_back or record.holds_finished_pod:
+            continue
+        for pod in pods:
+            if pod.revision == revision:
+                continue
+            step.outdated = True
+            if pod_available(pod, min_ready_seconds, now):
+                candidates.append(DeletePod(name, pod, "its template is out of date"))
+            else:
+                step.deletes.append(
+                    DeletePod(name, pod, "its template is out of date (unavailable)")
+                )
+    budget = max(0, max_unavailable - unavailable)
+    step.deletes += candidates[:budget]
+    return step
+
+
+def _surge_step(
+    eligible: Mapping[str, NodeRecord],
+    revision: str,
+    max_surge: int,
+    min_ready_seconds: int,
+    now: float,
+    already_created: frozenset[str],
+    kept_back: frozenset[str],
+) -> RolloutStep:
+    step = RolloutStep()
+    surging = 0
+    candidates: list[CreatePod] = []
+    for name in sorted(eligible):
+        record = eligible[name]
+        if name in kept_back:
+            continue
+        pods = record.active_pods
+        old = [pod for pod in pods if pod.revision != revision]
+        if not old:
+            continue
+        step.outdated = True
+        if record.holds_finished_pod:
+            continue
+        new = [pod for pod in pods if pod.revision == revision]
+        if new or name in already_created:
+            if not any(pod_available(pod, min_ready_seconds, now) for pod in new):
+                surging += 1
+            continue
+        if any(pod_available(pod, min_ready_seconds, now) for pod in old):
+            candidates.append(CreatePod(name))
+        else:
+            step.creates.append(CreatePod(name))
+    step.creates += candidates[: max(0, max_surge - surging)]
+    return step
+
+
+# The largest first batch of creates a pass carries over from the passes before it: as many
+# as go out at once by default (--max-concurrent-writes).
+MAX_FIRST_BATCH = 16
+
+
+def create_batches(count: int, first: int = 1) -> list[int]:
+    """The sizes of the batches `count` creates go out in: `first`, then twice the one before.
+
+    The native controller always starts at 1, so that a quota refusing the first pod spares the
+    API server the next thousands. kubeherd starts where its last creates left off instead
+    (`next_first_batch`): with 100 nodes joining at once, starting at 1 cost six round trips
+    to the API server before the last of them got its pod."""
+    sizes: list[int] = []
+    size = max(1, first)
+    while count > 0:
+        sizes.append(min(size, count))
+        count -= size
+        size *= 2
+    return sizes
+
+
+def next_first_batch(first: int, sent: list[int], refused: bool) -> int:
+    """The next pass's first batch: 1 after a refusal, as the native controller does; else the
+    largest batch that went through so far, up to MAX_FIRST_BATCH."""
+    if refused:
+        return 1
+    return min(max([first, *sent]), MAX_FIRST_BATCH)
