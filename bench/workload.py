@@ -85,7 +85,7 @@ def pinned_pod(workload: str, node: str, namespace: str = NAMESPACE) -> Manifest
 TENANT_NAMESPACE = "kubeherd-tenant"
 FOREIGN_NAMESPACE = "kubeherd-foreign"
 NO_NODE_LABEL = "bench.kubeherd.io/no-such-node"
-# The label key of kubeherd's daemon pods (kubeherd.daemonset.pods.OWNER_LABEL): anyone may set it.
+# The daemon pods' label key (kubeherd.daemonset.core.pods.OWNER_LABEL): anyone may set it.
 OWNER_LABEL = "kubeherd.io/customdaemonset"
 # An environment variable: many small items are what costs most in memory per byte of JSON.
 _ENV_VALUE_LENGTH = 64

@@ -1,6 +1,6 @@
 """What the webhook answers, worked out from plain data: which requests it checks, and a
 SchedulerProfile's review from the controller's verdict (a CustomDaemonSet's comes from the
-API server's answer about its pod: kubeherd.daemonset.template_review).
+API server's answer about its pod: kubeherd.daemonset.core.template).
 
 Pure: plain data in, plain data out.
 """

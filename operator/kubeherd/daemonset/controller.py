@@ -4,7 +4,7 @@ Watch events only mark what changed (a CustomDaemonSet, or some nodes of it) on 
 keyed runner (`kubeherd.runner`), which runs one pass at a time per object over everything
 marked so far. A pass is one straight line: it gathers what the decision needs (`reads`: the
 marked nodes' Nodes and pods from the watches, the template's verdict, the revisions, the pods
-a claim may concern), has the pure pass (`passes.plan_pass`) decide everything, sends every
+a claim may concern), has the pure pass (`core.plan.plan_pass`) decide everything, sends every
 write of the plan (`act`), and has the pure report (`report.report`) say what the status is
 and when to look again. Only a revision write that loses a race sends it round again.
 """
@@ -162,7 +162,8 @@ class DaemonSetController:
         attempt = Attempt()
         for _ in range(MAX_ATTEMPTS):
             deferred = self.runner.pending(key, STATUS_TIMER)
-            plan = plan_pass(await self.reads.gather(key, state, marks, attempt, deferred))
+            given = await self.reads.gather(key, state, marks, attempt, deferred)
+            plan = plan_pass(given)
             if plan.flush_status and state.status.last_pass is not None:
                 # A deferred status goes out first, for the spec it describes: the next
                 # rollout starts from it (its currentRevision above all).

@@ -95,7 +95,8 @@ def _identity(body: Mapping[str, Any]) -> tuple[str, str, str, int]:
 @dataclass(frozen=True)
 class RevisionRecord:
     """What the controller keeps of a ControllerRevision: its template's digest, not the
-    template. A node a partition keeps back gets the template read again (history.py)."""
+    template. A node a partition keeps back gets the template read again
+    (shell/revision_writes.py)."""
 
     name: str
     uid: str

@@ -197,7 +197,7 @@ def pod_builder(
 ) -> Callable[[PlannedCreate], dict[str, Any]]:
     """Builds each planned create's pod from its revision's template: the current one, which
     `template` gives (only once a pod is built), or by its hash one of `kept_back`
-    (`history.kept_back_templates`) for a node a partition keeps back."""
+    (`revision_writes.kept_back_templates`) for a node a partition keeps back."""
     makers: dict[str, DaemonPodMaker] = {}
     others = {
         history.revision: template,

@@ -2,7 +2,7 @@
 pods from the watches, and from the API server only what the watches cannot say and the pass
 needs now: the verdict on a template not judged yet (a dry-run create), the ControllerRevisions
 when the template changed, and the pods a claim may concern when claims are due. Nothing is
-written here, and nothing decided: `passes.plan_pass` decides from what this returns.
+written here, and nothing decided: `core.plan.plan_pass` decides from what this returns.
 """
 
 from __future__ import annotations
