@@ -12,13 +12,14 @@ from typing import Any, cast
 import pytest
 
 from kubeherd.kube.client import Kind, Kube, Outcome
-from kubeherd.scheduler import controller as scheduler_controller
-from kubeherd.scheduler.controller import FINALIZER, ProfileState, SchedulerProfileController
+from kubeherd.scheduler.controller import SchedulerProfileController
+from kubeherd.scheduler.core import converge as scheduler_converge
 from kubeherd.scheduler.core.catalog import image_catalog
 from kubeherd.scheduler.core.claims import Claim, claims_of
 from kubeherd.scheduler.core.objects import CONFIG_HASH_ANNOTATION
-from kubeherd.scheduler.core.owner import OWNER_UID_LABEL
+from kubeherd.scheduler.core.owner import FINALIZER, OWNER_UID_LABEL
 from kubeherd.scheduler.core.verdict import profile_verdict
+from kubeherd.scheduler.state import ProfileState
 from tests.unit.virtual_time import run_virtually, wall_clock
 
 SELECTOR = {"app.kubernetes.io/name": "kube-scheduler", "app.kubernetes.io/instance": "fast"}
@@ -438,7 +439,7 @@ def test_a_pass_that_raises_is_retried_with_backoff_and_spares_the_others(
                 raise RuntimeError("a bug in validation")
         return real_verdict(body, claims, choice)
 
-    monkeypatch.setattr(scheduler_controller, "profile_verdict", verdict)
+    monkeypatch.setattr(scheduler_converge, "profile_verdict", verdict)
 
     async def scenario() -> None:
         controller = started(kube, profiles, named("broken"), named("fine"))

@@ -43,10 +43,10 @@ from kubeherd.names import (
     SCHEDULERPROFILES,
     VERSION,
 )
-from kubeherd.scheduler.controller import profile_image
 from kubeherd.scheduler.core.catalog import CatalogChoice, image_catalog
 from kubeherd.scheduler.core.claims import claims_of
 from kubeherd.scheduler.core.verdict import profile_verdict
+from kubeherd.scheduler.shell.gather import profile_image
 
 logger = logging.getLogger(__name__)
 

@@ -168,3 +168,8 @@ def configuration_yaml(configuration: Mapping[str, Any]) -> str:
 def configuration_hash(text: str) -> str:
     """Short and stable: the scheduler pods carry it, so a new configuration rolls them."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def configuration_text(spec: Mapping[str, Any], name: str, namespace: str) -> str:
+    """The configuration file a SchedulerProfile's kube-scheduler reads."""
+    return configuration_yaml(render_configuration(spec, name, namespace))

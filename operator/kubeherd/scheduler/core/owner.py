@@ -15,6 +15,9 @@ from kubeherd.meta import controller_reference
 from kubeherd.names import SCHEDULERPROFILE
 
 OWNER_UID_LABEL = "kubeherd.io/schedulerprofile-uid"
+# Held while kubeherd has objects of the resource to delete that no owner reference takes
+# along (cluster-scoped, or in other namespaces).
+FINALIZER = "kubeherd.io/scheduler-cleanup"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
