@@ -66,11 +66,11 @@ def test_a_valid_spec_applies_its_objects_with_the_deployment_last_and_is_valid(
     )
     assert plan.changes.rendered_hash == plan.config_hash
     assert plan.judge_start is None
-    assert not plan.changes.handled
+    assert plan.changes.handled_generation is None
 
     changes, _ = settle(given(), plan, ActOutcome())
     assert changes.applied == Applied(plan.config_hash, "fast")
-    assert changes.handled
+    assert changes.handled_generation == 1
     assert changes.reset_backoff
 
 
@@ -124,7 +124,7 @@ def test_an_invalid_spec_is_refused_once_and_leaves_what_runs() -> None:
     assert (validity.status, validity.reason) == ("False", "InvalidSpec")
     assert validity.message.endswith("; configuration abc keeps running")
     assert [(e.reason, e.once) for e in plan.events] == [("InvalidSpec", True)]
-    assert plan.changes.handled
+    assert plan.changes.handled_generation == 1
 
 
 def test_without_an_image_nothing_rolls_out_and_it_is_retried() -> None:
@@ -135,7 +135,7 @@ def test_without_an_image_nothing_rolls_out_and_it_is_retried() -> None:
     assert applied is not None
     assert applied.failure_reason == "UnknownServerVersion"
     assert plan.changes.retry_with_backoff
-    assert not plan.changes.handled
+    assert plan.changes.handled_generation is None
 
 
 def test_a_refused_apply_keeps_what_was_applied_and_is_retried_without_pruning() -> None:
@@ -149,7 +149,7 @@ def test_a_refused_apply_keeps_what_was_applied_and_is_retried_without_pruning()
 
     assert changes.applied == Applied("old", "fast", failure="quota", failure_reason="ApplyFailed")
     assert changes.retry_with_backoff
-    assert not changes.handled
+    assert changes.handled_generation is None
     assert not changes.pruned
 
 
@@ -215,7 +215,7 @@ def test_a_judges_refusal_is_remembered_and_drops_its_config_map() -> None:
     assert plan.changes.judge_verdict[1] == Judgement(Outcome.REFUSED, "no")
     assert plan.removals == [Removal.of("Pod", pod), Removal.of("ConfigMap", config_map)]
     assert plan.apply == []
-    assert plan.changes.handled
+    assert plan.changes.handled_generation == 1
 
 
 def test_a_configuration_judged_before_rolls_out_with_no_pod() -> None:
@@ -251,7 +251,7 @@ def rolled_out(config_hash: str) -> dict[str, Any]:
     }
 
 
-def test_once_a_rollout_is_over_the_running_configuration_and_unused_config_maps_follow() -> None:
+def test_once_a_rollout_is_over_unused_config_maps_go_and_the_specs_stays() -> None:
     old_rs = {
         "metadata": {"name": "fast-1", "ownerReferences": [{"uid": "dep-uid"}]},
         "spec": {"template": {"spec": {"volumes": [{"configMap": {"name": "fast-config-old"}}]}}},
@@ -269,29 +269,45 @@ def test_once_a_rollout_is_over_the_running_configuration_and_unused_config_maps
         )
     )
 
-    assert plan.changes.running == Running("new", "fast")
     assert [removal.name for removal in plan.unused_config_maps] == ["fast-config-gone"]
     assert plan.changes.pruned
     assert plan.changes.pruned_shape == ("dep-uid", 2, "new")
 
 
+def seen(**fields: Any) -> Seen:
+    values: dict[str, Any] = {
+        "body": body(),
+        "validity": Validity("True", "Valid", "ok"),
+        "applied": Applied("new", "fast"),
+        "running": Running("old", "slow"),
+        "converged": True,
+        "deployment": rolled_out("new"),
+        "running_names": "",
+        "lock": Lock("kubeherd-fast", "ops"),
+        "leader": "",
+        "leader_is_ours": True,
+        "now": 1000.0,
+        **fields,
+    }
+    return Seen(**values)
+
+
+def test_the_status_names_a_configuration_once_every_pod_runs_it() -> None:
+    result = report(seen())
+
+    assert result.running == Running("new", "fast")
+    assert result.status is not None
+    assert (result.status["configHash"], result.status["schedulerNames"]) == ("new", "fast")
+    # An older one a rollout undo brought back: its names are its ConfigMap's.
+    undone = report(seen(deployment=rolled_out("old0"), running_names="older"))
+    assert undone.running == Running("old0", "older")
+
+
 def test_the_report_names_a_new_leader_and_asks_again_for_a_deleted_deployment() -> None:
     profile = body()
     profile["status"] = {"leader": "fast-abc_1"}
-    seen = Seen(
-        profile,
-        Validity("True", "Valid", "ok"),
-        Applied("new", "fast"),
-        Running("new", "fast"),
-        converged=True,
-        deployment=None,
-        lock=Lock("kubeherd-fast", "ops"),
-        leader="",
-        leader_is_ours=True,
-        now=1000.0,
-    )
 
-    result = report(seen)
+    result = report(seen(body=profile, deployment=None))
 
     assert result.reconverge
     assert result.status is not None

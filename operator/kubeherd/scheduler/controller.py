@@ -29,13 +29,19 @@ from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube
 from kubeherd.names import SCHEDULERPROFILE
 from kubeherd.runner import KeyedRunner, Marks
-from kubeherd.scheduler.core.claims import running_names
+from kubeherd.scheduler.core import claims
 from kubeherd.scheduler.core.converge import plan_pass, settle
 from kubeherd.scheduler.core.owner import FINALIZER
 from kubeherd.scheduler.core.report import Seen, report
 from kubeherd.scheduler.core.status import Running
 from kubeherd.scheduler.shell.act import Act
-from kubeherd.scheduler.shell.gather import ClaimSource, gather, leader_of, own_deployment
+from kubeherd.scheduler.shell.gather import (
+    ClaimSource,
+    gather,
+    leader_of,
+    own_deployment,
+    running_names,
+)
 from kubeherd.scheduler.shell.kinds import every_place
 from kubeherd.scheduler.state import Key, ProfileState
 
@@ -81,7 +87,7 @@ class SchedulerProfileController:
         # and to the others, a change of the names this one runs.
         new_spec = metadata.get("generation") != before["metadata"].get("generation")
         # A new spec may free a Lease another one was refused for.
-        if new_spec or running_names(body) != running_names(before):
+        if new_spec or claims.running_names(body) != claims.running_names(before):
             self._recheck_refused(key)
         if new_spec:
             # A new spec is tried at once, not after the last one's retry delay (a judge that
@@ -158,6 +164,7 @@ class SchedulerProfileController:
         self, state: ProfileState, act: Act, deployment: Mapping[str, Any] | None
     ) -> None:
         now = self.clock()
+        names = await running_names(self.kube, state, deployment)
         leader, leader_is_ours = await leader_of(self.kube, state, now=now)
         seen = Seen(
             state.body,
@@ -166,12 +173,15 @@ class SchedulerProfileController:
             state.running,
             converged=state.handled_generation is not None,
             deployment=deployment,
+            running_names=names,
             lock=state.lock,
             leader=leader,
             leader_is_ours=leader_is_ours,
             now=now,
         )
         result = report(seen)
+        if result.running is not None:
+            state.running = result.running
         if result.reconverge:
             state.handled_generation = None
             self.runner.mark(state.key)

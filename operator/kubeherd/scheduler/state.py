@@ -116,15 +116,13 @@ class ProfileState:
             self.applied = changes.applied
         if changes.rendered_hash is not None:
             self.rendered_hash = changes.rendered_hash
-        if changes.running is not None:
-            self.running = changes.running
         if changes.pruned_shape is not None:
             self.pruning.shape = changes.pruned_shape
         if changes.pruned:
             self.pruning.at = now
         self._take_judging(changes)
-        if changes.handled:
-            self.handled_generation = self.generation
+        if changes.handled_generation is not None:
+            self.handled_generation = changes.handled_generation
         if changes.reconverge:
             self.handled_generation = None
         if changes.retry_in is not None:

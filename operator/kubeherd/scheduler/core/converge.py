@@ -10,7 +10,6 @@ model.py's). What a plan decides:
   whose acceptance alone lets it roll out; for a valid spec, the objects to apply in order (act
   writes only those missing or changed) and, once they are, the objects an earlier spec needed
   and this one does not;
-- following the rollout: the configuration every pod runs becomes the running one;
 - the ConfigMaps neither the Deployment nor any of its ReplicaSets mounts (nor the spec's), once
   a rollout is over, after a converge, and at most every CONFIG_MAP_PRUNE_INTERVAL.
 """
@@ -34,7 +33,7 @@ from kubeherd.scheduler.core.model import (
 )
 from kubeherd.scheduler.core.objects import config_maps_in_use, owned_objects, scheduler_names
 from kubeherd.scheduler.core.owner import FINALIZER
-from kubeherd.scheduler.core.status import Applied, Running, Validity, running_config_hash
+from kubeherd.scheduler.core.status import Applied, Validity, running_config_hash
 from kubeherd.scheduler.core.verdict import profile_verdict
 
 # The Deployment controller deletes ReplicaSets beyond its history a sync after a rollout ends,
@@ -55,6 +54,10 @@ def config_map_prune_due(given: Given) -> bool:
     return shape is not None and (shape != given.pruned_shape or due)
 
 
+def _generation(given: Given) -> int:
+    return int(given.body["metadata"].get("generation", 0))
+
+
 def plan_pass(given: Given) -> PassPlan:
     plan = PassPlan()
     finalizers = list(given.body["metadata"].get("finalizers") or [])
@@ -62,7 +65,6 @@ def plan_pass(given: Given) -> PassPlan:
         plan.finalizers = [*finalizers, FINALIZER]
     if given.converging:
         _converge(given, plan)
-    _follow_rollout(given, plan)
     _prune_config_maps(given, plan)
     return plan
 
@@ -146,16 +148,6 @@ def _rollout_shape(deployment: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return (metadata.get("uid"), metadata.get("generation"), running_hash)
 
 
-def _follow_rollout(given: Given, plan: PassPlan) -> None:
-    """Take the configuration every pod now runs as the running one."""
-    running_hash = running_config_hash(given.deployment)
-    if running_hash is None or running_hash == given.running.config_hash:
-        return
-    applied = plan.changes.applied or given.applied
-    names = applied.scheduler_names if running_hash == applied.config_hash else given.running_names
-    plan.changes.running = Running(running_hash, names)
-
-
 def _prune_config_maps(given: Given, plan: PassPlan) -> None:
     """Delete the ConfigMaps that neither the Deployment nor any of its ReplicaSets mounts (nor
     the spec's, which a Deployment not yet synced may not show). A ReplicaSet kept in the
@@ -224,7 +216,7 @@ def settle(given: Given, plan: PassPlan, outcome: ActOutcome) -> tuple[Changes, 
             changes.pruned, changes.pruned_shape = False, None
         else:
             changes.applied = Applied(plan.config_hash, scheduler_names(given.spec))
-            changes.handled = True
+            changes.handled_generation = _generation(given)
             changes.reset_backoff = True
     return changes, events
 
@@ -234,4 +226,4 @@ def _refuse(given: Given, plan: PassPlan, reason: str, message: str) -> None:
     message += keeps_running(given)
     plan.changes.validity = Validity("False", reason, message)
     plan.events.append(Event("Warning", reason, message, once=True))
-    plan.changes.handled = True
+    plan.changes.handled_generation = _generation(given)

@@ -61,15 +61,15 @@ class Changes:
     validity: Validity | None = None
     applied: Applied | None = None
     rendered_hash: str | None = None
-    running: Running | None = None
     pruned_shape: tuple[Any, ...] | None = None
     pruned: bool = False
     judge_verdict: tuple[str, Judgement] | None = None
     judging_hash: str | None = None
     judge_pods_may_exist: bool | None = None
     judge_backoff: JudgeBackoff | None = None
-    # The generation is converged (refused, or applied); or must be converged again.
-    handled: bool = False
+    # The generation converged (refused, or applied), as the plan read it; or none: the spec
+    # must be converged again.
+    handled_generation: int | None = None
     reconverge: bool = False
     retry_in: float | None = None
     retry_with_backoff: bool = False
@@ -99,8 +99,6 @@ class Given:
     image: str | None = None
     image_problem: str = ""
     deployment: Mapping[str, Any] | None = None
-    # The scheduler names of the configuration the Deployment's pods all run, when read.
-    running_names: str = ""
     # The judge pod of the configuration (None: none, or none needed), and every pod with
     # kubeherd's owner label in the namespace: the scheduler pods carry the Deployment's only.
     judge_pod: Mapping[str, Any] | None = None

@@ -1,6 +1,7 @@
-"""What a pass reports of a SchedulerProfile: its status (status.py) when it changed, the events a
-change brings (a new leader, none, a rollout undone), and whether what runs the scheduler must be
-rolled out again because someone deleted it. Pure."""
+"""What a pass reports of a SchedulerProfile: the configuration every scheduler pod runs, its
+status (status.py) when it changed, the events a change brings (a new leader, none, a rollout
+undone), and whether what runs the scheduler must be rolled out again because someone deleted
+it. Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from kubeherd.meta import conditions_by_type, iso_time, status_changed
 from kubeherd.scheduler.core.config import Lock
 from kubeherd.scheduler.core.model import Event
 from kubeherd.scheduler.core.owner import Owner, selector_labels
-from kubeherd.scheduler.core.status import Applied, Running, Validity, build_status
+from kubeherd.scheduler.core.status import (
+    Applied,
+    Running,
+    Validity,
+    build_status,
+    running_config_hash,
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,9 @@ class Seen:
     # Whether the current generation was converged since the operator started.
     converged: bool
     deployment: Mapping[str, Any] | None
+    # The scheduler names of the configuration every pod of the Deployment runs, when it is
+    # neither the one reported nor the one applied (its ConfigMap says them).
+    running_names: str
     lock: Lock
     # The Lease's holder while its lease runs ("" for none), and whether it is one of ours.
     leader: str
@@ -35,6 +45,8 @@ class Seen:
 
 @dataclass
 class Report:
+    # What every scheduler pod runs now, None when that did not change.
+    running: Running | None = None
     # The status to write, None when it did not change.
     status: dict[str, Any] | None = None
     events: list[Event] = field(default_factory=list)
@@ -56,6 +68,15 @@ def report(seen: Seen) -> Report:
     if seen.deployment is None and rolled_out and seen.validity.status == "True":
         # Someone deleted what runs the scheduler: roll it out again on the next pass.
         result.reconverge = True
+    running = seen.running
+    running_hash = running_config_hash(seen.deployment)
+    if running_hash is not None and running_hash != running.config_hash:
+        # Every pod runs it now: the spec's, or an older one a rollout undo brought back.
+        applied = seen.applied
+        names = (
+            applied.scheduler_names if running_hash == applied.config_hash else seen.running_names
+        )
+        result.running = running = Running(running_hash, names)
     spec: Mapping[str, Any] = seen.body.get("spec") or {}
     lock = seen.lock
     previous = seen.body.get("status") or {}
@@ -64,7 +85,7 @@ def report(seen: Seen) -> Report:
         generation=int(seen.body["metadata"].get("generation", 0)),
         validity=seen.validity,
         applied=seen.applied,
-        running=seen.running,
+        running=running,
         deployment=seen.deployment,
         leader=seen.leader,
         lock=f"{lock.namespace}/{lock.name}",

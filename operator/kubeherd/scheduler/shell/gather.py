@@ -88,7 +88,6 @@ async def gather(
         pruned_shape=state.pruning.shape,
         pruned_at=state.pruning.at,
         deployment=deployment,
-        running_names=await _running_names(kube, state, deployment),
     )
     if given.converging:
         image, problem = await profile_image(kube, given.spec)
@@ -118,7 +117,7 @@ async def gather(
     return given
 
 
-async def _running_names(
+async def running_names(
     kube: Kube, state: ProfileState, deployment: Mapping[str, Any] | None
 ) -> str:
     """The scheduler names of the configuration every pod runs, when it is a new one that
