@@ -175,7 +175,6 @@ class DaemonSetController:
             attempt = acted  # a revision write lost a race: gather and decide again
         else:
             raise RuntimeError(f"no free ControllerRevision name for {key[0]}/{key[1]}")
-        self._schedule_retries(key, state, plan, acted)
         if plan.stop is Stop.SELECTOR:
             await self._refuse_selector(key, state)
         elif plan.stop is Stop.TEMPLATE:
@@ -183,6 +182,7 @@ class DaemonSetController:
         elif plan.stop is None:
             self._first_pass_logged(key, state, plan)
             await self._report(key, state, plan)
+        self._look_again(key, state, plan, acted)
 
     def _first_pass_logged(self, key: Key, state: DaemonSetState, plan: PassPlan) -> None:
         """After a start, a user (and make bench) can see when each object was looked at
@@ -223,29 +223,20 @@ class DaemonSetController:
         if status_changed(previous, status):
             await self._patch_status(key, state, previous, status)
 
-    def _schedule_retries(
-        self, key: Key, state: DaemonSetState, plan: PassPlan, acted: Acted
-    ) -> None:
-        pacing, failure = state.pacing, acted.create_failure
+    def _look_again(self, key: Key, state: DaemonSetState, plan: PassPlan, acted: Acted) -> None:
+        """The timers of what this pass could not do yet."""
         if acted.template_retry is not None:
             # No verdict yet: nothing acts on a template that may be invalid.
             self.runner.wake_later(key, TEMPLATE_TIMER, acted.template_retry, everything=True)
         if acted.unadopted:
             self.runner.mark(key, nodes=acted.unadopted)
-        if failure is not None:
-            delay = pacing.create_backoff.next_delay()
-            pacing.create_failure = failure.message
-            logger.info(
-                "%s/%s: creates refused, retrying in %.0fs: %s", *key, delay, failure.message
-            )
+        if acted.create_retry is not None:
             nodes = [create.node for create in plan.creates]
-            self.runner.wake_later(key, CREATE_RETRY_TIMER, delay, nodes=nodes, merge=True)
-            return
-        if plan.creates:
-            pacing.create_backoff.reset()
-            pacing.create_failure = None
-        if plan.backing_off:
-            soonest = min(pacing.failed_pods[node][0] for node in plan.backing_off)
+            self.runner.wake_later(
+                key, CREATE_RETRY_TIMER, acted.create_retry, nodes=nodes, merge=True
+            )
+        elif plan.backing_off:
+            soonest = min(state.pacing.failed_pods[node][0] for node in plan.backing_off)
             self.runner.wake_later(
                 key, FAILED_POD_TIMER, soonest - self.clock(), nodes=plan.backing_off, merge=True
             )

@@ -172,19 +172,20 @@ def plan_pass(given: PassInput) -> PassPlan:
     plan = PassPlan(template=verdict, flush_status=given.flush_status)
     plan.forget_failed_pods = given.new_generation
     plan.revision, previous = given.revision, given.previous_revision
+    claims_due = given.found_revisions is not None or given.pod_candidates is not None
+    reference = controller_reference(given.body, CUSTOMDAEMONSET) if claims_due else {}
     if given.found_revisions is not None:
         plan.revisions = plan_revisions(
             given.found_revisions,
             spec.template_json,
             given.collision_count,
-            controller_reference(given.body, CUSTOMDAEMONSET),
+            reference,
             given.body["metadata"]["name"],
             given.refused_adoptions,
         )
         plan.revision = plan.revisions.decision.hash
         previous = previous_revision_hash(given.body, plan.revisions.records, plan.revision)
     if given.pod_candidates is not None:
-        reference = controller_reference(given.body, CUSTOMDAEMONSET)
         plan.claims = plan_pod_claims(given.pod_candidates, given.body, reference)
     _plan_pods(given, plan, previous)
     return plan

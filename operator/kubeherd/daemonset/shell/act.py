@@ -20,7 +20,7 @@ from kubeherd.daemonset.shell.revision_writes import (
 )
 from kubeherd.daemonset.shell.state import Attempt, DaemonSetState
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import Kube, Outcome
+from kubeherd.kube.client import Kube
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ class Acted:
 
     # No verdict on the template: how long until it is asked again.
     template_retry: float | None = None
-    # The creates the API server refused.
-    create_failure: Outcome | None = None
+    # The creates the API server refused: how long until they are sent again.
+    create_retry: float | None = None
     # Nodes whose pod the plan counted on adopting, and whose adoption was refused.
     unadopted: list[str] = field(default_factory=list)
 
@@ -115,7 +115,21 @@ class Act:
             self.clock,
             self.kube.limits.max_concurrent,
         )
+        retry = None
+        if failure is not None:
+            retry = pacing.create_backoff.next_delay()
+            pacing.create_failure = failure.message
+            logger.info(
+                "%s/%s: creates refused, retrying in %.0fs: %s",
+                namespace,
+                name,
+                retry,
+                failure.message,
+            )
+        elif plan.creates:
+            pacing.create_backoff.reset()
+            pacing.create_failure = None
         state.history = await prune_history(
             self.kube, (namespace, name), state.history, spec.history_limit, state.ledger
         )
-        return Acted(create_failure=failure, unadopted=unadopted)
+        return Acted(create_retry=retry, unadopted=unadopted)

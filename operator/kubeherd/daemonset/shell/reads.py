@@ -91,13 +91,18 @@ class Reads:
         problem = state.template.problem if verdict is None else verdict.problem
         if problem is not None or (verdict is not None and verdict.no_verdict is not None):
             return given  # the pass stops short: nothing more to read
+        revisions = None
+        if spec.template_hash != rollout.template_hash:
+            revisions = await found_revisions(self.kube, body)
+        candidates = await self._pod_candidates(key, state) if state.claims_due else None
+        collision_count = attempt.collision_count
+        if collision_count is None:
+            collision_count = int((body.get("status") or {}).get("collisionCount") or 0)
+        # The watches last: what they show is the freshest the pass can have.
         dirty = marks.nodes
         if marks.everything or new_spec:
             # A new template or generation can change every node's verdict.
             dirty = set(self.nodes.names()) | set(state.ledger) | self.pods.nodes_with_pods(key)
-        collision_count = attempt.collision_count
-        if collision_count is None:
-            collision_count = int((body.get("status") or {}).get("collisionCount") or 0)
         return replace(
             given,
             dirty={
@@ -105,14 +110,10 @@ class Reads:
                 for name in dirty
             },
             rolling=rollout.rolling or marks.everything or new_spec,
-            found_revisions=(
-                await found_revisions(self.kube, body)
-                if spec.template_hash != rollout.template_hash
-                else None
-            ),
+            found_revisions=revisions,
             collision_count=collision_count,
             refused_adoptions=attempt.refused_adoptions,
-            pod_candidates=await self._pod_candidates(key, state) if state.claims_due else None,
+            pod_candidates=candidates,
             new_generation=spec.generation != rollout.generation,
             flush_status=new_spec and deferred and state.status.last_pass is not None,
         )
@@ -142,20 +143,22 @@ class Reads:
         selector = state.spec.selector
         if not selector_text(selector):
             return PodCandidates()
-        orphans = await self.kube.list_objects(
-            POD_KIND, f"{selector_text(selector)},!{OWNER_LABEL}", namespace
-        )
-        for node in self.pods.nodes_with_pods(key):
-            for pod in self.pods.on_node(key, node):
-                if pod.orphan and not pod.deleting:
-                    found = await self.kube.get_object(POD_KIND, namespace, pod.name)
-                    if found is not None:
-                        orphans.append(found)
+        orphan_query = f"{selector_text(selector)},!{OWNER_LABEL}"
+        outside_queries = [f"{OWNER_LABEL}={name},{q}" for q in outside_selector_texts(selector)]
+        seen = [
+            pod.name
+            for node in self.pods.nodes_with_pods(key)
+            for pod in self.pods.on_node(key, node)
+            if pod.orphan and not pod.deleting
+        ]
+        orphans = await self.kube.list_objects(POD_KIND, orphan_query, namespace)
+        for pod_name in seen:
+            found = await self.kube.get_object(POD_KIND, namespace, pod_name)
+            if found is not None:
+                orphans.append(found)
         outside = []
-        for query in outside_selector_texts(selector):
-            outside += await self.kube.list_objects(
-                POD_KIND, f"{OWNER_LABEL}={name},{query}", namespace
-            )
+        for query in outside_queries:
+            outside += await self.kube.list_objects(POD_KIND, query, namespace)
         return PodCandidates(tuple(orphans), tuple(outside))
 
 
