@@ -32,16 +32,10 @@ from kubeherd.runner import KeyedRunner, Marks
 from kubeherd.scheduler.core import claims
 from kubeherd.scheduler.core.converge import plan_pass, settle
 from kubeherd.scheduler.core.owner import FINALIZER
-from kubeherd.scheduler.core.report import Seen, report
+from kubeherd.scheduler.core.report import report
 from kubeherd.scheduler.core.status import Running
 from kubeherd.scheduler.shell.act import Act
-from kubeherd.scheduler.shell.gather import (
-    ClaimSource,
-    gather,
-    leader_of,
-    own_deployment,
-    running_names,
-)
+from kubeherd.scheduler.shell.gather import ClaimSource, gather, observe, own_deployment
 from kubeherd.scheduler.shell.kinds import every_place
 from kubeherd.scheduler.state import Key, ProfileState
 
@@ -163,28 +157,13 @@ class SchedulerProfileController:
     async def _report(
         self, state: ProfileState, act: Act, deployment: Mapping[str, Any] | None
     ) -> None:
-        now = self.clock()
-        names = await running_names(self.kube, state, deployment)
-        leader, leader_is_ours = await leader_of(self.kube, state, now=now)
-        seen = Seen(
-            state.body,
-            state.validity,
-            state.applied,
-            state.running,
-            converged=state.handled_generation is not None,
-            deployment=deployment,
-            running_names=names,
-            lock=state.lock,
-            leader=leader,
-            leader_is_ours=leader_is_ours,
-            now=now,
-        )
-        result = report(seen)
+        result = report(await observe(self.kube, state, deployment, now=self.clock()))
         if result.running is not None:
             state.running = result.running
         if result.reconverge:
+            # Not converged: the look again after this pass comes at once (or when the retry
+            # of a failed rollout is due) and rolls it out again.
             state.handled_generation = None
-            self.runner.mark(state.key)
         if result.status is None:
             return
         act.post(result.events)

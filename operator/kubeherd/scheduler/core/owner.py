@@ -65,6 +65,11 @@ class Owner:
         )
 
 
+def owned_selector(owner: Owner) -> str:
+    """The label selector of every object kubeherd made for the resource."""
+    return f"{OWNER_UID_LABEL}={owner.uid}"
+
+
 def selector_labels(owner: Owner) -> dict[str, str]:
     return {"app.kubernetes.io/name": "kube-scheduler", "app.kubernetes.io/instance": owner.name}
 

@@ -14,8 +14,12 @@ from kubeherd.events import EventRecorder
 from kubeherd.kube.client import Kube, kind_of
 from kubeherd.names import SCHEDULERPROFILES
 from kubeherd.scheduler.core.model import ActOutcome, Event, JudgeStart, PassPlan, Removal
-from kubeherd.scheduler.core.owner import MANIFEST_HASH_LABEL, OWNER_UID_LABEL, Owner
-from kubeherd.scheduler.shell.gather import labelled
+from kubeherd.scheduler.core.owner import (
+    MANIFEST_HASH_LABEL,
+    OWNER_UID_LABEL,
+    Owner,
+    owned_selector,
+)
 from kubeherd.scheduler.shell.kinds import BY_NAME, POD, Place
 
 logger = logging.getLogger(__name__)
@@ -122,9 +126,9 @@ class Act:
     async def clean_up(self, places: list[Place], finalizers: list[str]) -> bool:
         """Delete everything kubeherd made for the resource, then leave only `finalizers`;
         False if something is left (the finalizer stays)."""
-        complete = True
+        complete, ours = True, owned_selector(self.owner)
         for kind, namespace in places:
-            for existing in await labelled(self.kube, kind, self.owner, namespace):
+            for existing in await self.kube.list_objects(kind, ours, namespace):
                 complete &= await self.delete(Removal.of(kind.kind, existing))
         if complete:
             await self.patch_finalizers(finalizers)

@@ -8,15 +8,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from kubeherd.kube.client import Kind, Kube, KubeError
+from kubeherd.kube.client import Kube, KubeError
 from kubeherd.scheduler.core.claims import Claim
 from kubeherd.scheduler.core.converge import config_map_prune_due
 from kubeherd.scheduler.core.images import scheduler_image
 from kubeherd.scheduler.core.judging import judged_by_image
 from kubeherd.scheduler.core.model import Given, Listed
 from kubeherd.scheduler.core.objects import SCHEDULER_NAMES_ANNOTATION
-from kubeherd.scheduler.core.owner import OWNER_UID_LABEL, Owner, selector_labels
-from kubeherd.scheduler.core.report import is_scheduler_pod
+from kubeherd.scheduler.core.owner import OWNER_UID_LABEL, Owner, owned_selector, selector_labels
+from kubeherd.scheduler.core.report import Seen, is_scheduler_pod
 from kubeherd.scheduler.core.status import holder_hostname, lease_leader, running_config_hash
 from kubeherd.scheduler.core.versions import release_version
 from kubeherd.scheduler.shell.kinds import (
@@ -54,12 +54,6 @@ async def own_deployment(kube: Kube, owner: Owner) -> dict[str, Any] | None:
     return deployment if labels.get(OWNER_UID_LABEL) == owner.uid else None
 
 
-async def labelled(
-    kube: Kube, kind: Kind, owner: Owner, namespace: str | None = None
-) -> list[dict[str, Any]]:
-    return await kube.list_objects(kind, f"{OWNER_UID_LABEL}={owner.uid}", namespace)
-
-
 class ClaimSource(Protocol):
     """Every SchedulerProfile's claims on scheduler names and Leases (the handlers' index)."""
 
@@ -73,6 +67,8 @@ async def gather(
     pods and the objects an earlier spec may have left; for a pruning, the ConfigMaps and the
     ReplicaSets that may mount them."""
     owner = state.owner
+    ours = owned_selector(owner)
+    places = prunable_places(owner, cluster_wide=cluster_wide)
     deployment = await own_deployment(kube, owner)
     given = Given(
         body=state.body,
@@ -98,11 +94,11 @@ async def gather(
             image=image,
             image_problem=problem,
             judge_pod=await kube.get_object(POD, owner.namespace, judge) if judge else None,
-            judge_pods=await labelled(kube, POD, owner, owner.namespace),
+            judge_pods=await kube.list_objects(POD, ours, owner.namespace),
             placed=[
                 Listed(kind.kind, existing)
-                for kind, namespace in prunable_places(owner, cluster_wide=cluster_wide)
-                for existing in await labelled(kube, kind, owner, namespace)
+                for kind, namespace in places
+                for existing in await kube.list_objects(kind, ours, namespace)
             ],
         )
     if config_map_prune_due(given):
@@ -112,33 +108,41 @@ async def gather(
             replica_sets=await kube.list_objects(REPLICA_SET, selector, owner.namespace)
             if deployment is not None
             else [],
-            config_maps=await labelled(kube, CONFIG_MAP, owner, owner.namespace),
+            config_maps=await kube.list_objects(CONFIG_MAP, ours, owner.namespace),
         )
     return given
 
 
-async def running_names(
-    kube: Kube, state: ProfileState, deployment: Mapping[str, Any] | None
-) -> str:
-    """The scheduler names of the configuration every pod runs, when it is a new one that
-    kubeherd did not just apply (an older one a rollout undo brought back): its ConfigMap says."""
+async def observe(
+    kube: Kube, state: ProfileState, deployment: Mapping[str, Any] | None, *, now: float
+) -> Seen:
+    """What the report decides from, beside the Deployment as the pass leaves it: the names of
+    a configuration every pod runs that kubeherd did not just apply (an older one a rollout
+    undo brought back: its ConfigMap says them), and the Lease's holder while its lease runs
+    with whether it is one of the resource's scheduler pods (looked up once per holder)."""
+    owner, lock = state.owner, state.lock
     running_hash = running_config_hash(deployment)
-    if running_hash in (None, state.running.config_hash, state.applied.config_hash):
-        return ""
-    owner = state.owner
-    config_map = await kube.get_object(CONFIG_MAP, owner.namespace, owner.config_map(running_hash))
-    annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(SCHEDULER_NAMES_ANNOTATION) or "")
-
-
-async def leader_of(kube: Kube, state: ProfileState, *, now: float) -> tuple[str, bool]:
-    """The Lease's holder while its lease runs ("" for none), and whether it is one of the
-    resource's scheduler pods: looked up once per holder (the state keeps the answer)."""
-    lock, owner = state.lock, state.owner
+    names = ""
+    if running_hash not in (None, state.running.config_hash, state.applied.config_hash):
+        config_map = await kube.get_object(
+            CONFIG_MAP, owner.namespace, owner.config_map(str(running_hash))
+        )
+        annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
+        names = str(annotations.get(SCHEDULER_NAMES_ANNOTATION) or "")
     leader = lease_leader(await kube.get_object(LEASE, lock.namespace, lock.name), now)
-    if not leader:
-        return "", True
-    if state.holder_checked[0] != leader:
+    if leader and state.holder_checked[0] != leader:
         pod = await kube.get_object(POD, owner.namespace, holder_hostname(leader))
         state.holder_checked = (leader, is_scheduler_pod(pod, owner))
-    return leader, state.holder_checked[1]
+    return Seen(
+        state.body,
+        state.validity,
+        state.applied,
+        state.running,
+        converged=state.handled_generation is not None,
+        deployment=deployment,
+        running_names=names,
+        lock=lock,
+        leader=leader,
+        leader_is_ours=state.holder_checked[1] if leader else True,
+        now=now,
+    )
