@@ -26,6 +26,7 @@ from kubeherd.admission.webhook import (
 )
 from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.core.template import OperatorIdentity
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import IdentityLookup
 from kubeherd.daemonset.shell.watches import Watches
 from kubeherd.kopf_adapter import CLUSTER_PEERING, NAMESPACED_PEERING
@@ -161,7 +162,7 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
         raise
     watches = Watches(kube, options.namespaces, memo.readiness)
     watches.controller = DaemonSetController(
-        kube,
+        DaemonSetApi(kube),
         watches.nodes,
         watches.pods,
         max_create_backoff=options.max_create_backoff,

@@ -23,6 +23,7 @@ import yaml
 
 from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube import config
 from kubeherd.kube.client import KINDS, Kube, KubeError, WriteLimits
 from kubeherd.kube.login import ConfigError, Login
@@ -246,7 +247,7 @@ async def _revisions(kube: Kube, cds: Mapping[str, Any]) -> tuple[list[Revision]
     metadata = cds["metadata"]
     try:
         # A refused list (RBAC, say) raises: it must not pass for an empty history.
-        bodies = await kube.list_controller_revisions(
+        bodies = await DaemonSetApi(kube).list_controller_revisions(
             metadata["namespace"], f"{OWNER_LABEL}={metadata['name']}"
         )
     except KubeError as error:

@@ -16,8 +16,9 @@ from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.model import PodInfo
 from kubeherd.daemonset.core.pods import OWNER_LABEL, target_node
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import Key
-from kubeherd.kube.client import DryRun, Kind, Kube, Outcome, WriteLimits
+from kubeherd.kube.client import DryRun, Kind, Outcome, WriteLimits
 from kubeherd.meta import iso_time
 from tests.unit.virtual_time import wall_clock
 
@@ -95,7 +96,7 @@ class FakeCluster:
         self.daemonset["metadata"]["namespace"] = NAMESPACE
         self._bump(self.daemonset)
         self.controller = DaemonSetController(
-            cast(Kube, self), self, self, clock=wall_clock, **options
+            cast(DaemonSetApi, self), self, self, clock=wall_clock, **options
         )
         self.controller.daemonset_changed(copy.deepcopy(self.daemonset), ready)
         return self.controller

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kubeherd.daemonset.core.revisions import build_revision
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import claimed_revisions
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import KINDS, Kube, WriteLimits
@@ -76,7 +77,7 @@ def test_revisions_come_fewer_at_a_time_than_other_objects() -> None:
     kube = Kube(server, WriteLimits())
 
     async def read() -> None:
-        async for _ in kube.controller_revision_pages("ops", "app=a"):
+        async for _ in DaemonSetApi(kube).controller_revision_pages("ops", "app=a"):
             pass
 
     asyncio.run(read())
@@ -114,7 +115,9 @@ def test_writes_waiting_for_a_slot_are_not_encoded_yet(monkeypatch: pytest.Monke
         server = SlowServer()
         kube = Kube(server, WriteLimits(max_concurrent=2))
         writes = [
-            asyncio.create_task(kube.create_pod("ops", {"metadata": {"name": f"p{index}"}}))
+            asyncio.create_task(
+                DaemonSetApi(kube).create_pod("ops", {"metadata": {"name": f"p{index}"}})
+            )
             for index in range(10)
         ]
         await asyncio.sleep(0.01)
@@ -186,7 +189,7 @@ def test_a_page_of_revisions_is_dropped_before_the_next_is_read() -> None:
     del revisions, revision
     before = alive_revisions()
 
-    records = asyncio.run(claimed_revisions(kube, cds))
+    records = asyncio.run(claimed_revisions(DaemonSetApi(kube), cds))
 
     assert [record.number for record in records] == list(range(1, 26))
     # Two queries (by label, by selector), of three pages each.

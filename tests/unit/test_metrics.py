@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.events import EventBudget, EventRecorder
 from kubeherd.kube.client import Kube, WriteLimits
 from kubeherd.metrics.health import (
@@ -204,7 +205,7 @@ def test_requests_are_counted_by_verb_and_code_and_throttled_retries_by_reason(
     )
     kube = Kube(Server(Answer(429, "1"), Answer(201)), WriteLimits())
 
-    asyncio.run(kube.create_pod("default", {"metadata": {"name": "agent"}}))
+    asyncio.run(DaemonSetApi(kube).create_pod("default", {"metadata": {"name": "agent"}}))
 
     after = (
         count(API_REQUESTS, "create", "429"),

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import (
     MAX_THROTTLED_ATTEMPTS,
@@ -51,7 +52,7 @@ class Server:
 
 
 def create_pod(kube: Kube) -> Outcome:
-    return asyncio.run(kube.create_pod("default", {"metadata": {"name": "agent"}}))
+    return asyncio.run(DaemonSetApi(kube).create_pod("default", {"metadata": {"name": "agent"}}))
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 
 import kubeherd
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import Kind, Kube, WriteLimits
 from kubeherd.kube.http import ApiSession
@@ -106,11 +107,11 @@ def test_every_write_names_kubeherd_as_its_field_manager_unless_it_names_one() -
         await kube.patch_object(CONFIGMAPS, "default", "x", [{"op": "test", "path": "/a"}])
         await kube.patch_status("customdaemonsets", "default", "x", {"ready": 1})
         await kube.json_patch("customdaemonsets", "default", "x", [])
-        await kube.create_controller_revision("default", {"metadata": {"name": "r"}})
-        await kube.patch_controller_revision("default", "r", {"revision": 2})
-        await kube.create_pod("default", {"metadata": {"name": "p"}})
+        await DaemonSetApi(kube).create_controller_revision("default", {"metadata": {"name": "r"}})
+        await DaemonSetApi(kube).patch_controller_revision("default", "r", {"revision": 2})
+        await DaemonSetApi(kube).create_pod("default", {"metadata": {"name": "p"}})
         await kube.apply(manifest)
-        await kube.delete_pod("default", "p", "uid")
+        await DaemonSetApi(kube).delete_pod("default", "p", "uid")
         await kube.get_object(CONFIGMAPS, "default", "x")
         await kopf_request(kopf_session, "PATCH", f"{url}/api/v1/namespaces/default/pods/p")
         await kopf_request(kopf_session, "POST", f"{url}/api/v1/namespaces/default/events")

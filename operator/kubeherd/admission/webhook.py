@@ -293,7 +293,7 @@ async def review_customdaemonset(
     if not spec_changed(operation, old, new):
         return ALLOWED
     pod = checked_pod(new)
-    answer = await kube.dry_run_pod(pod["metadata"]["namespace"], pod)
+    answer = await kube.dry_run_create(KINDS[("v1", "Pod")], pod["metadata"]["namespace"], pod)
     return pod_template_review(answer.status, answer.body)
 
 

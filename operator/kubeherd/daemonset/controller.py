@@ -21,11 +21,11 @@ from kubeherd.daemonset.core.report import ReportInput, report
 from kubeherd.daemonset.core.spec import DaemonSetSpec, kept_body, parse_spec
 from kubeherd.daemonset.core.status import refused_selector_status
 from kubeherd.daemonset.shell.act import Act, Acted
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import IdentityLookup, Reads, no_identity
 from kubeherd.daemonset.shell.state import Attempt, DaemonSetState, Key, NodeSource, PodSource
 from kubeherd.defaults import MAX_CREATE_BACKOFF, MAX_FAILED_POD_BACKOFF
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import Kube
 from kubeherd.meta import iso_time, status_changed
 from kubeherd.names import CUSTOMDAEMONSET, CUSTOMDAEMONSETS
 from kubeherd.runner import KeyedRunner, Marks
@@ -49,7 +49,7 @@ CREATE_RETRY_TIMER, FAILED_POD_TIMER, TEMPLATE_TIMER = "create-retry", "failed-p
 class DaemonSetController:
     def __init__(
         self,
-        kube: Kube,
+        kube: DaemonSetApi,
         nodes: NodeSource,
         pods: PodSource,
         *,

@@ -54,10 +54,8 @@ MAX_RETRY_AFTER = 30.0
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=90.0)
 LIST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=60.0)
 WATCH_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=WATCH_SECONDS + 60.0)
-# Objects per page of a LIST (the reflector's pages are its own). A ControllerRevision holds a
-# whole pod template, which a tenant can make a megabyte: those come fewer at a time.
+# Objects per page of a LIST (the reflector's pages are its own; a caller may ask for fewer).
 LIST_PAGE_SIZE = 100
-REVISION_PAGE_SIZE = 10
 # A review: a scraper waits for it, and gives up after its own scrape timeout (10 s by default).
 REVIEW_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
 
@@ -125,8 +123,6 @@ KINDS = {
 }
 
 
-_PODS = KINDS[("v1", "Pod")]
-_REVISIONS = KINDS[("apps/v1", "ControllerRevision")]
 _EVENTS = Kind("/api/v1", "events", "Event")
 
 
@@ -233,6 +229,27 @@ class Kube:
     async def close(self) -> None:
         await asyncio.gather(*self._posting, return_exceptions=True)
         await self._session.close()
+
+    async def write(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        with_version: bool = False,
+    ) -> Outcome:
+        """Any write, through the write limits and the throttling retries: the door for the
+        requests of one kind that a controller's shell keeps (daemonset/shell/api.py)."""
+        return await self._write(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            with_version=with_version,
+        )
 
     async def _write(
         self,
@@ -436,8 +453,10 @@ class Kube:
         path = kind.path(metadata.get("namespace"), metadata["name"])
         return await self._write("PUT", path, body=manifest)
 
-    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> DryRun:
-        """What the API server answers to creating the pod, without creating it: its status
+    async def dry_run_create(
+        self, kind: Kind, namespace: str | None, manifest: Mapping[str, Any]
+    ) -> DryRun:
+        """What the API server answers to creating the object, without creating it: its status
         code and its Status (with the field of each refusal).
 
         Outside the write limits: an admission review waits for this, and the API server gives
@@ -445,9 +464,9 @@ class Kube:
         try:
             response = await self._call(
                 "POST",
-                _PODS.path(namespace),
+                kind.path(namespace),
                 query=[("dryRun", "All"), ("fieldValidation", "Strict")],
-                data=_encode(pod),
+                data=_encode(manifest),
             )
             try:
                 body = await response.read()
@@ -494,54 +513,6 @@ class Kube:
         """The API server's gitVersion, such as v1.37.2."""
         version = await self._read("/version")
         return str((version or {}).get("gitVersion") or "")
-
-    async def list_controller_revisions(
-        self, namespace: str, label_selector: str
-    ) -> list[dict[str, Any]]:
-        return await self.list_objects(_REVISIONS, label_selector, namespace)
-
-    def controller_revision_pages(
-        self, namespace: str, label_selector: str
-    ) -> AsyncIterator[list[dict[str, Any]]]:
-        return self.list_pages(_REVISIONS, label_selector, namespace, REVISION_PAGE_SIZE)
-
-    async def get_controller_revision(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self.get_object(_REVISIONS, namespace, name)
-
-    async def create_controller_revision(self, namespace: str, body: dict[str, Any]) -> Outcome:
-        """Create a revision whose `data` the API server stores in its own canonical form.
-
-        A revision's data is immutable and kept as the bytes received; any later patch (a
-        label, a new revision number) has the API server re-encode it compactly with sorted
-        keys, which it refuses as a change unless the stored bytes are that form already. Sent
-        as YAML (JSON is YAML), the body is converted by the API server itself, so the stored
-        bytes are exactly what its re-encoding gives."""
-        return await self._write(
-            "POST",
-            _REVISIONS.path(namespace),
-            body=json_for_yaml(body),
-            content_type="application/yaml",
-        )
-
-    async def patch_controller_revision(
-        self, namespace: str, name: str, patch: dict[str, Any]
-    ) -> Outcome:
-        return await self.patch_object(
-            _REVISIONS, namespace, name, patch, content_type="application/merge-patch+json"
-        )
-
-    async def delete_controller_revision(self, namespace: str, name: str, uid: str) -> Outcome:
-        body = {"preconditions": {"uid": uid}} if uid else None
-        return await self._write("DELETE", _REVISIONS.path(namespace, name), body=body)
-
-    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
-        return await self._write("POST", _PODS.path(namespace), body=pod)
-
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> Outcome:
-        # The uid precondition makes a late or repeated delete harmless: it can never remove
-        # a newer pod that took the same (deterministic) name.
-        body = {"preconditions": {"uid": uid}}
-        return await self._write("DELETE", _PODS.path(namespace, name), body=body)
 
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubeherd.daemonset.core.plan import PassPlan, Stop
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.pod_writes import create_pods, delete_pods, pod_builder, send_claims
 from kubeherd.daemonset.shell.revision_writes import (
     kept_back_templates,
@@ -20,7 +21,6 @@ from kubeherd.daemonset.shell.revision_writes import (
 )
 from kubeherd.daemonset.shell.state import Attempt, DaemonSetState
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import Kube
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Acted:
 
 @dataclass
 class Act:
-    kube: Kube
+    kube: DaemonSetApi
     events: EventRecorder
     clock: Callable[[], float]
 

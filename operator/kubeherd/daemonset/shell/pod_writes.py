@@ -17,9 +17,10 @@ from kubeherd.daemonset.core.nodes import DeletePod
 from kubeherd.daemonset.core.plan import PlannedCreate
 from kubeherd.daemonset.core.pods import REVISION_LABEL, DaemonPodMaker
 from kubeherd.daemonset.core.rollout import create_batches, next_first_batch
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import History, Pacing
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import KINDS, Kube, Outcome
+from kubeherd.kube.client import KINDS, Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.metrics.health import API_RETRIES
 
@@ -29,7 +30,7 @@ POD_KIND = KINDS[("v1", "Pod")]
 
 
 async def delete_pods(
-    kube: Kube,
+    kube: DaemonSetApi,
     events: EventRecorder,
     body: Mapping[str, Any],
     pacing: Pacing,
@@ -78,7 +79,7 @@ NAME_ATTEMPTS = 8
 
 
 async def create_pods(
-    kube: Kube,
+    kube: DaemonSetApi,
     events: EventRecorder,
     body: Mapping[str, Any],
     pacing: Pacing,
@@ -149,7 +150,7 @@ async def create_pods(
     return None
 
 
-async def _create_pod(kube: Kube, namespace: str, pod: dict[str, Any]) -> Outcome:
+async def _create_pod(kube: DaemonSetApi, namespace: str, pod: dict[str, Any]) -> Outcome:
     """Create, and if the answer was lost on the way, send the same pod again: its name makes
     the second request find the first one's pod (AlreadyExists) instead of making a second
     pod, so a retried create is created once."""
@@ -162,7 +163,7 @@ async def _create_pod(kube: Kube, namespace: str, pod: dict[str, Any]) -> Outcom
 
 
 async def send_claims(
-    kube: Kube,
+    kube: DaemonSetApi,
     body: Mapping[str, Any],
     pacing: Pacing,
     claims: PodClaims,

@@ -31,8 +31,9 @@ from kubeherd.daemonset.core.template import (
     judged_valid_before,
     template_verdict,
 )
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import Attempt, DaemonSetState, Key, NodeSource, PodSource
-from kubeherd.kube.client import KINDS, Kube
+from kubeherd.kube.client import KINDS
 from kubeherd.runner import Marks
 
 POD_KIND = KINDS[("v1", "Pod")]
@@ -47,7 +48,7 @@ async def no_identity() -> OperatorIdentity:
 
 @dataclass
 class Reads:
-    kube: Kube
+    kube: DaemonSetApi
     nodes: NodeSource
     pods: PodSource
     operator: IdentityLookup
@@ -162,7 +163,7 @@ class Reads:
         return PodCandidates(tuple(orphans), tuple(outside))
 
 
-async def found_revisions(kube: Kube, body: Mapping[str, Any]) -> FoundRevisions:
+async def found_revisions(kube: DaemonSetApi, body: Mapping[str, Any]) -> FoundRevisions:
     """The CustomDaemonSet's revisions, oldest first: the ones it controls, found by its own
     label or by its selector (a revision labelled the native way), and the orphans its
     selector matches, which it may adopt as the native controller does. Read a page at a time,
@@ -203,6 +204,6 @@ def _sort_revisions(
             orphans[record.uid] = (record, {"metadata": found["metadata"]})
 
 
-async def claimed_revisions(kube: Kube, body: Mapping[str, Any]) -> list[RevisionRecord]:
+async def claimed_revisions(kube: DaemonSetApi, body: Mapping[str, Any]) -> list[RevisionRecord]:
     """The revisions the CustomDaemonSet controls, oldest first."""
     return list((await found_revisions(kube, body)).owned)

@@ -23,10 +23,11 @@ from kubeherd.daemonset.core.revisions import (
     revision_template,
     revisions_to_prune,
 )
+from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import claimed_revisions
 from kubeherd.daemonset.shell.state import Attempt, History
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import KINDS, Kube, KubeError, Outcome
+from kubeherd.kube.client import KINDS, KubeError, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ REVISION_KIND = KINDS[("apps/v1", "ControllerRevision")]
 
 
 async def write_revisions(
-    kube: Kube,
+    kube: DaemonSetApi,
     events: EventRecorder,
     body: Mapping[str, Any],
     template_json: bytes,
@@ -89,7 +90,7 @@ async def write_revisions(
     return History(decision.hash, records, decision.collision_count)
 
 
-async def _adopt(kube: Kube, namespace: str, name: str, claim: Claim) -> bool:
+async def _adopt(kube: DaemonSetApi, namespace: str, name: str, claim: Claim) -> bool:
     outcome = await kube.patch_object(REVISION_KIND, namespace, claim.name, claim.patch)
     if outcome.ok:
         logger.info("%s/%s: adopted %s", namespace, name, claim.name)
@@ -97,7 +98,7 @@ async def _adopt(kube: Kube, namespace: str, name: str, claim: Claim) -> bool:
 
 
 async def kept_back_templates(
-    kube: Kube, namespace: str, history: History, hashes: set[str]
+    kube: DaemonSetApi, namespace: str, history: History, hashes: set[str]
 ) -> dict[str, dict[str, Any]]:
     """The templates of these older revisions, read from their ControllerRevisions: only
     their digests are kept, and nodes a partition keeps back need one only to get a pod."""
@@ -112,7 +113,7 @@ async def kept_back_templates(
 
 
 async def _recreate_revision(
-    kube: Kube,
+    kube: DaemonSetApi,
     body: Mapping[str, Any],
     template: Mapping[str, Any],
     old: RevisionFacts,
@@ -128,7 +129,7 @@ async def _recreate_revision(
 
 
 async def prune_history(
-    kube: Kube,
+    kube: DaemonSetApi,
     key: tuple[str, str],
     history: History,
     limit: int,
