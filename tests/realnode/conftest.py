@@ -36,6 +36,8 @@ from tests.integration.daemonsets import DaemonSets
 REQUIRE_REAL_NODE = "KUBEHERD_REQUIRE_REAL_NODE"
 CHART = REPO / "charts" / "kubeherd"
 RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
+# How much of the operator's log a failed test shows.
+OPERATOR_LOG_LINES = 200
 
 
 @dataclass
@@ -179,3 +181,24 @@ def chart_operator(real_cluster: RealCluster) -> RealCluster:
     real_cluster.install_chart()
     wait_for_ready_operators(real_cluster, 1)
     return real_cluster
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that ran against the chart's operator shows the operator's last log lines:
+    the pod and its cluster are gone once the session ends, and CI keeps only this output."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    real = getattr(item, "funcargs", {}).get("chart_operator")
+    if not isinstance(real, RealCluster):
+        return
+    for pod in operator_pods(real):
+        try:
+            text = real.core.read_namespaced_pod_log(
+                pod.metadata.name, RELEASE_NAMESPACE, tail_lines=OPERATOR_LOG_LINES
+            )
+        except Exception as error:  # the log is a help, never a second failure
+            text = f"(the operator's log could not be read: {error})"
+        report.sections.append((f"operator log: {pod.metadata.name}", text))
