@@ -227,6 +227,20 @@ def test_the_next_availability_wake_up_looks_at_every_pod_not_only_the_oldest() 
     assert summary.next_available_at == NOW + 5
 
 
+def test_a_pod_that_turned_available_after_the_plan_still_wakes_a_pass() -> None:
+    # The plan judged the surge pod at NOW - 2, one second before minReadySeconds were over,
+    # and kept the old pod; the status is computed at NOW. Only a pass can let the old pod go,
+    # and no watch event will bring one.
+    old = pod("old", "a", revision="r0", created="2026-01-01T00:00:00Z")
+    new = pod("new", "a", ready_since=NOW - 11, created="2026-01-02T00:00:00Z")
+
+    judged_before = summarize({"a": record(old, new)}, "r1", 10, NOW, decided_at=NOW - 2)
+    judged_since = summarize({"a": record(old, new)}, "r1", 10, NOW, decided_at=NOW)
+
+    assert judged_before.next_available_at == NOW - 1
+    assert judged_since.next_available_at is None
+
+
 def test_an_unready_old_pod_beside_an_unavailable_new_one_goes_at_once() -> None:
     old = pod("old", "a", revision="r0", ready=False, created="2026-01-01T00:00:00Z")
     new = pod("new", "a", ready=False, created="2026-01-02T00:00:00Z")

@@ -168,7 +168,7 @@ class DaemonSetController:
                 # A deferred status goes out first, for the spec it describes: the next
                 # rollout starts from it (its currentRevision above all).
                 self.runner.cancel(key, STATUS_TIMER)
-                await self._write_status(key, state, *state.status.last_pass)
+                await self._write_status(key, state, *state.status.last_pass, plan.decided_at)
             acted = await self.act.act(state, plan, attempt)
             if isinstance(acted, Acted):
                 break
@@ -178,7 +178,7 @@ class DaemonSetController:
         if plan.stop is Stop.SELECTOR:
             await self._refuse_selector(key, state)
         elif plan.stop is Stop.TEMPLATE:
-            await self._write_status(key, state, state.spec, 0)
+            await self._write_status(key, state, state.spec, 0, plan.decided_at)
         elif plan.stop is None:
             self._first_pass_logged(key, state, plan)
             await self._report(key, state, plan)
@@ -207,7 +207,7 @@ class DaemonSetController:
             if not self.runner.pending(key, STATUS_TIMER):
                 self.runner.wake_later(key, STATUS_TIMER, STATUS_INTERVAL - since)
             return
-        await self._write_status(key, state, state.spec, len(plan.kept_back))
+        await self._write_status(key, state, state.spec, len(plan.kept_back), plan.decided_at)
 
     async def _refuse_selector(self, key: Key, state: DaemonSetState) -> None:
         """A selector the API server would refuse (stored before the CRD refused it): no query
@@ -242,7 +242,12 @@ class DaemonSetController:
             )
 
     async def _write_status(
-        self, key: Key, state: DaemonSetState, spec: DaemonSetSpec, kept_back: int
+        self,
+        key: Key,
+        state: DaemonSetState,
+        spec: DaemonSetSpec,
+        kept_back: int,
+        decided_at: float | None,
     ) -> None:
         now = self.clock()
         state.status.computed_at = now
@@ -261,6 +266,7 @@ class DaemonSetController:
                 create_failure=state.pacing.create_failure,
                 template_problem=state.template.problem,
                 now=now,
+                decided_at=decided_at,
             )
         )
         state.rollout.progress = result.progress

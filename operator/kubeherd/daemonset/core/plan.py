@@ -130,6 +130,9 @@ class PassPlan:
     kept_back: frozenset[str] = frozenset()
     rollout_deleted: frozenset[str] = frozenset()
     rolling: bool = False
+    # The moment the plan judged the pods at (None: a stopped pass judged none). A pod that
+    # turns available after it needs a pass of its own, even when the status comes later.
+    decided_at: float | None = None
 
 
 class _Overlay(Mapping[str, NodeRecord]):
@@ -169,7 +172,7 @@ def plan_pass(given: PassInput) -> PassPlan:
     if problem is not None:
         events = [] if given.template_problem == problem else [_refused_event(problem)]
         return _stopped(Stop.TEMPLATE, events, verdict)
-    plan = PassPlan(template=verdict, flush_status=given.flush_status)
+    plan = PassPlan(template=verdict, flush_status=given.flush_status, decided_at=given.now)
     plan.forget_failed_pods = given.new_generation
     plan.revision, previous = given.revision, given.previous_revision
     claims_due = given.found_revisions is not None or given.pod_candidates is not None

@@ -77,6 +77,8 @@ class ReportInput:
     create_failure: str | None
     template_problem: str | None
     now: float
+    # When the plan this status follows judged the pods (see `summarize`); None: `now`.
+    decided_at: float | None = None
 
 
 @dataclass
@@ -97,7 +99,7 @@ def progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def report(given: ReportInput) -> Report:
     spec, now = given.spec, given.now
-    summary = summarize(given.ledger, given.revision, spec.min_ready_seconds, now)
+    summary = summarize(given.ledger, given.revision, spec.min_ready_seconds, now, given.decided_at)
     progress = given.progress or Progress.recorded(
         given.previous, spec.generation, given.revision, now
     )

@@ -51,8 +51,15 @@ class Summary:
 
 
 def summarize(
-    ledger: Mapping[str, NodeRecord], revision: str, min_ready_seconds: int, now: float
+    ledger: Mapping[str, NodeRecord],
+    revision: str,
+    min_ready_seconds: int,
+    now: float,
+    decided_at: float | None = None,
 ) -> Summary:
+    """`decided_at`: when the last plan judged these pods (default `now`). A pod that turned
+    available since then is still due a wake-up: no plan has let its old pod go yet."""
+    judged = now if decided_at is None else min(decided_at, now)
     desired = current = misscheduled = ready = available = updated = 0
     next_available_at: float | None = None
     ineligible: Counter[tuple[str, str]] = Counter()
@@ -82,7 +89,7 @@ def summarize(
                 if not pod.ready or pod.deleting:
                     continue
                 available_at = (pod.ready_since or now) + min_ready_seconds
-                if now < available_at < (next_available_at or float("inf")):
+                if judged < available_at < (next_available_at or float("inf")):
                     next_available_at = available_at
     groups = tuple(
         IneligibleNodes(reason, detail, count, tuple(sorted(examples[(reason, detail)])))
