@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.kube.client import Kind
+from kubeherd.kube.kinds import Kind
 from kubeherd.meta import parse_time
 
 PEERING_API_VERSION = "kopf.dev/v1"

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kubeherd.kopf_adapter import Peer, live_peers, peering_manifest
-from kubeherd.kube.client import Kind, Kube
+from kubeherd.kube.client import Kube
+from kubeherd.kube.kinds import Kind
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from kubeherd.daemonset.core.model import PodInfo
 from kubeherd.daemonset.core.pods import OWNER_LABEL, target_node
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import Key
-from kubeherd.kube.client import DryRun, Kind, Outcome, WriteLimits
+from kubeherd.kube.client import DryRun, Outcome, WriteLimits
+from kubeherd.kube.kinds import Kind
 from kubeherd.meta import iso_time
 from tests.unit.virtual_time import wall_clock
 

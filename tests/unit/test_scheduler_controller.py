@@ -11,7 +11,8 @@ from typing import Any, cast
 
 import pytest
 
-from kubeherd.kube.client import Kind, Kube, Outcome
+from kubeherd.kube.client import Kube, Outcome
+from kubeherd.kube.kinds import Kind
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.core import converge as scheduler_converge
 from kubeherd.scheduler.core.catalog import image_catalog

@@ -22,8 +22,9 @@ from aiohttp import web
 import kubeherd
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube import client as kube_client
-from kubeherd.kube.client import Kind, Kube, WriteLimits
+from kubeherd.kube.client import Kube, WriteLimits
 from kubeherd.kube.http import ApiSession
+from kubeherd.kube.kinds import Kind
 from kubeherd.kube.login import ConfigError, ExecPlugin, Login
 from tests.unit.loopback import serving
 

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubeherd.kube.client import Kind, KubeError
+from kubeherd.kube.client import KubeError
+from kubeherd.kube.kinds import Kind
 
 logger = logging.getLogger(__name__)
 

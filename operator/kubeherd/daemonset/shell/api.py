@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from kubeherd.kube.client import KINDS, DryRun, Kind, Kube, Outcome, WriteLimits, json_for_yaml
+from kubeherd.kube.client import DryRun, Kube, Outcome, WriteLimits, json_for_yaml
+from kubeherd.kube.kinds import KINDS, Kind
 
 PODS = KINDS[("v1", "Pod")]
 REVISIONS = KINDS[("apps/v1", "ControllerRevision")]

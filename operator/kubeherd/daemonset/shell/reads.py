@@ -33,7 +33,7 @@ from kubeherd.daemonset.core.template import (
 )
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import Attempt, DaemonSetState, Key, NodeSource, PodSource
-from kubeherd.kube.client import KINDS
+from kubeherd.kube.kinds import KINDS
 from kubeherd.runner import Marks
 
 POD_KIND = KINDS[("v1", "Pod")]

@@ -27,7 +27,8 @@ from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import claimed_revisions
 from kubeherd.daemonset.shell.state import Attempt, History
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import KINDS, KubeError, Outcome
+from kubeherd.kube.client import KubeError, Outcome
+from kubeherd.kube.kinds import KINDS
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import Kube, kind_of
+from kubeherd.kube.client import Kube
+from kubeherd.kube.kinds import kind_of
 from kubeherd.names import SCHEDULERPROFILES
 from kubeherd.scheduler.core.model import ActOutcome, Event, JudgeStart, PassPlan, Removal
 from kubeherd.scheduler.core.owner import (

@@ -3,7 +3,7 @@ objects of a SchedulerProfile: in its namespace, and outside it (RBAC)."""
 
 from __future__ import annotations
 
-from kubeherd.kube.client import KINDS, Kind
+from kubeherd.kube.kinds import KINDS, Kind
 from kubeherd.scheduler.core.owner import Owner
 from kubeherd.scheduler.core.rbac import AUTHENTICATION_NAMESPACE
 
