@@ -22,7 +22,7 @@ from bench.profile import layer_shares
 from bench.report import markdown, plot, publish, report, summarize
 from bench.scenarios import REPO, Bench, Options
 from bench.workload import pod_template
-from kubeherd.kube.client import WriteLimits
+from kubeherd.kube.limits import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
 from localcluster.cluster import LocalCluster
 

@@ -16,7 +16,7 @@ from kubeherd.defaults import (
     MAX_CREATE_BACKOFF,
     SCHEDULER_STATUS_INTERVAL,
 )
-from kubeherd.kube.client import WriteLimits
+from kubeherd.kube.limits import WriteLimits
 from kubeherd.metrics.server import parse_address
 from kubeherd.peering import PeeringOptions
 from kubeherd.settings import OperatorOptions

@@ -32,9 +32,11 @@ from kubeherd.daemonset.shell.watches import Watches
 from kubeherd.kopf_adapter import CLUSTER_PEERING, NAMESPACED_PEERING
 from kubeherd.kopf_watches import KopfWatches
 from kubeherd.kube import config
-from kubeherd.kube.client import Kube, KubeError, pool_size
+from kubeherd.kube.client import Kube
 from kubeherd.kube.http import ApiSession
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.limits import pool_size
+from kubeherd.kube.outcomes import KubeError
 from kubeherd.metrics.auth import TokenAuthorizer
 from kubeherd.metrics.objects import (
     ObjectCollector,

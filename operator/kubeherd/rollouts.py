@@ -25,9 +25,11 @@ from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION, Revision, owned_revisions
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube import config
-from kubeherd.kube.client import Kube, KubeError, WriteLimits
+from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import KINDS
+from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.login import ConfigError, Login
+from kubeherd.kube.outcomes import KubeError
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP
 
 KIND_NAMES = frozenset(

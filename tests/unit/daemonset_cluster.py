@@ -18,8 +18,9 @@ from kubeherd.daemonset.core.model import PodInfo
 from kubeherd.daemonset.core.pods import OWNER_LABEL, target_node
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import Key
-from kubeherd.kube.client import DryRun, Outcome, WriteLimits
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.limits import WriteLimits
+from kubeherd.kube.outcomes import DryRun, Outcome
 from kubeherd.meta import iso_time
 from tests.unit.virtual_time import wall_clock
 

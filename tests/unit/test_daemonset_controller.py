@@ -17,7 +17,7 @@ from kubeherd.daemonset.core.revisions import revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.core.template import OperatorIdentity
 from kubeherd.daemonset.shell import revision_writes as history
-from kubeherd.kube.client import Outcome
+from kubeherd.kube.outcomes import Outcome
 from kubeherd.meta import parse_time
 from tests.unit.daemonset_cluster import NAMESPACE, FakeCluster
 from tests.unit.virtual_time import run_virtually, wall_clock

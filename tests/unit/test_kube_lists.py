@@ -14,8 +14,9 @@ from kubeherd.daemonset.core.revisions import build_revision
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import claimed_revisions
 from kubeherd.kube import client as kube_client
-from kubeherd.kube.client import Kube, WriteLimits
+from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import KINDS
+from kubeherd.kube.limits import WriteLimits
 
 
 class Answer:

@@ -13,7 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.events import EventBudget, EventRecorder
-from kubeherd.kube.client import Kube, WriteLimits
+from kubeherd.kube.client import Kube
+from kubeherd.kube.limits import WriteLimits
 from kubeherd.metrics.health import (
     API_REQUESTS,
     API_RETRIES,

@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from kubeherd.admission.certificates import issue
-from kubeherd.kube.client import KubeError, Outcome
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.outcomes import KubeError, Outcome
 from kubeherd.metrics.auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
 from kubeherd.metrics.objects import ObjectCollector, customdaemonset_metrics, operator_registry
 from kubeherd.metrics.server import MetricsServer, tls_context

@@ -11,8 +11,9 @@ from typing import Any, cast
 
 import pytest
 
-from kubeherd.kube.client import Kube, Outcome
+from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.outcomes import Outcome
 from kubeherd.scheduler.controller import SchedulerProfileController
 from kubeherd.scheduler.core import converge as scheduler_converge
 from kubeherd.scheduler.core.catalog import image_catalog

@@ -8,8 +8,8 @@ import asyncio
 import copy
 from typing import Any
 
-from kubeherd.kube.client import Outcome
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.outcomes import Outcome
 from kubeherd.scheduler.core.judge import JUDGE_LABEL
 from kubeherd.scheduler.core.objects import CONFIG_HASH_ANNOTATION
 from tests.unit.test_scheduler_controller import (

@@ -9,13 +9,9 @@ import pytest
 
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube import client as kube_client
-from kubeherd.kube.client import (
-    MAX_THROTTLED_ATTEMPTS,
-    Kube,
-    Outcome,
-    WriteLimits,
-    retry_after,
-)
+from kubeherd.kube.client import MAX_THROTTLED_ATTEMPTS, Kube, retry_after
+from kubeherd.kube.limits import WriteLimits
+from kubeherd.kube.outcomes import Outcome
 
 
 class Answer:

@@ -21,11 +21,12 @@ from aiohttp import web
 
 import kubeherd
 from kubeherd.daemonset.shell.api import DaemonSetApi
-from kubeherd.kube import client as kube_client
-from kubeherd.kube.client import Kube, WriteLimits
+from kubeherd.kube.client import Kube
 from kubeherd.kube.http import ApiSession
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.login import ConfigError, ExecPlugin, Login
+from kubeherd.kube.outcomes import KubeError
 from tests.unit.loopback import serving
 
 CONFIGMAPS = Kind("/api/v1", "configmaps", "ConfigMap")
@@ -214,7 +215,7 @@ def test_a_server_error_without_retry_after_is_not_waited_for(slept: list[float]
     server = RecordingServer(answers=[(500, {})])
 
     async def exercise(kube: Kube, kopf_session: aiohttp.ClientSession, url: str) -> None:
-        with pytest.raises(kube_client.KubeError):
+        with pytest.raises(KubeError):
             await kube.get_object(CONFIGMAPS, "default", "x")
 
     run(server, lambda url: Login(server=url), exercise)

@@ -32,8 +32,9 @@ from kubeherd.admission.configuration import (
 )
 from kubeherd.admission.review import profile_review, spec_changed
 from kubeherd.daemonset.core.template import ALLOWED, Review, checked_pod, pod_template_review
-from kubeherd.kube.client import Kube, KubeError, Outcome
+from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import KINDS
+from kubeherd.kube.outcomes import KubeError, Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.names import (
     API_VERSION,

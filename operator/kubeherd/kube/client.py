@@ -19,7 +19,6 @@ import math
 import re
 import secrets
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
@@ -27,7 +26,9 @@ import aiohttp
 from kubeherd.kube import config
 from kubeherd.kube.http import FIELD_MANAGER, ApiSession
 from kubeherd.kube.kinds import EVENTS, Kind, kind_of
+from kubeherd.kube.limits import WriteLimits, pool_size
 from kubeherd.kube.login import ConfigError, Login
+from kubeherd.kube.outcomes import DryRun, KubeError, Outcome
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
 from kubeherd.metrics.health import API_REQUESTS, API_RETRIES, request_verb
@@ -51,64 +52,6 @@ WATCH_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10.0, sock_read=WATCH_SECONDS
 LIST_PAGE_SIZE = 100
 # A review: a scraper waits for it, and gives up after its own scrape timeout (10 s by default).
 REVIEW_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
-
-
-@dataclass(frozen=True)
-class WriteLimits:
-    """Client-side limits for writes.
-
-    By default there is no client-side rate: the API server's priority and fairness (APF) paces
-    kubeherd among its other clients and answers 429 with Retry-After when it must, which
-    `Kube` honours. controller-runtime made the same choice for Go operators. What bounds
-    kubeherd's share of the server is the number of writes in flight.
-    """
-
-    qps: float = 0.0
-    burst: int = 100
-    max_concurrent: int = 32
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the API server answered: its status code and, on failure, its own message."""
-
-    status: int
-    message: str = ""
-    # The written object's resourceVersion, when the caller asked for it.
-    resource_version: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
-
-    @property
-    def already_exists(self) -> bool:
-        return self.status == 409
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def namespace_terminating(self) -> bool:
-        return self.status == 403 and "because it is being terminated" in self.message
-
-
-@dataclass(frozen=True)
-class DryRun:
-    """The API server's answer to a dry-run create: the status code and the body (the object
-    on success, a Status on refusal)."""
-
-    status: int
-    body: Mapping[str, Any]
-
-
-class KubeError(Exception):
-    """A request the API server refused; the message is its own."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.message)
-        self.outcome = outcome
 
 
 class Session(Protocol):
@@ -507,12 +450,6 @@ class Kube:
         )
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
-
-
-def pool_size(limits: WriteLimits, namespaces: int = 1) -> int:
-    """Connections to the API server: as many as writes in flight, plus reads, plus a watch
-    each of kubeherd's and Kopf's per namespace watched."""
-    return max(limits.max_concurrent, 4) + 32 + 8 * max(namespaces, 1)
 
 
 def throttled(response: Any) -> bool:

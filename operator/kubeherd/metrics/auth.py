@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubeherd.kube.client import KubeError
 from kubeherd.kube.kinds import Kind
+from kubeherd.kube.outcomes import KubeError
 
 logger = logging.getLogger(__name__)
 

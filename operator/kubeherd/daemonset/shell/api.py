@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from kubeherd.kube.client import DryRun, Kube, Outcome, WriteLimits, json_for_yaml
+from kubeherd.kube.client import Kube, json_for_yaml
 from kubeherd.kube.kinds import KINDS, Kind
+from kubeherd.kube.limits import WriteLimits
+from kubeherd.kube.outcomes import DryRun, Outcome
 
 PODS = KINDS[("v1", "Pod")]
 REVISIONS = KINDS[("apps/v1", "ControllerRevision")]

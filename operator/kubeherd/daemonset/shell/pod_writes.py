@@ -20,8 +20,8 @@ from kubeherd.daemonset.core.rollout import create_batches, next_first_batch
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import History, Pacing
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import Outcome
 from kubeherd.kube.kinds import KINDS
+from kubeherd.kube.outcomes import Outcome
 from kubeherd.kube.ratelimit import Backoff
 from kubeherd.metrics.health import API_RETRIES
 

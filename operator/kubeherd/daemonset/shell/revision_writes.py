@@ -27,8 +27,8 @@ from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import claimed_revisions
 from kubeherd.daemonset.shell.state import Attempt, History
 from kubeherd.events import EventRecorder
-from kubeherd.kube.client import KubeError, Outcome
 from kubeherd.kube.kinds import KINDS
+from kubeherd.kube.outcomes import KubeError, Outcome
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from kubeherd.kube.client import Kube, KubeError
+from kubeherd.kube.client import Kube
+from kubeherd.kube.outcomes import KubeError
 from kubeherd.scheduler.core.claims import Claim
 from kubeherd.scheduler.core.converge import config_map_prune_due
 from kubeherd.scheduler.core.images import scheduler_image
