@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kubeherd.kube.client import json_for_yaml
+from kubeherd.kube.wire import json_for_yaml
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from kubeherd.kube import client as kube_client
 from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import KINDS
 from kubeherd.kube.limits import WriteLimits
+from kubeherd.kube.wire import encode_body
 
 
 class Answer:
@@ -105,13 +106,12 @@ class SlowServer:
 
 def test_writes_waiting_for_a_slot_are_not_encoded_yet(monkeypatch: pytest.MonkeyPatch) -> None:
     encoded: list[Any] = []
-    encode = kube_client._encode
 
     def counting(body: Any) -> bytes | None:
         encoded.append(body)
-        return encode(body)
+        return encode_body(body)
 
-    monkeypatch.setattr(kube_client, "_encode", counting)
+    monkeypatch.setattr(kube_client, "encode_body", counting)
 
     async def scenario() -> int:
         server = SlowServer()

@@ -15,12 +15,12 @@ from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.events import EventBudget, EventRecorder
 from kubeherd.kube.client import Kube
 from kubeherd.kube.limits import WriteLimits
+from kubeherd.kube.wire import request_verb
 from kubeherd.metrics.health import (
     API_REQUESTS,
     API_RETRIES,
     EVENTS_DROPPED,
     PASS_DURATION,
-    request_verb,
 )
 from kubeherd.metrics.objects import (
     ObjectCollector,

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from kubeherd.daemonset.shell.api import DaemonSetApi
-from kubeherd.kube import client as kube_client
-from kubeherd.kube.client import MAX_THROTTLED_ATTEMPTS, Kube, retry_after
+from kubeherd.kube.client import MAX_THROTTLED_ATTEMPTS, Kube
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.outcomes import Outcome
+from kubeherd.kube.wire import MAX_RETRY_AFTER, retry_after
 
 
 class Answer:
@@ -67,7 +67,7 @@ def test_retry_after_takes_the_servers_seconds_within_bounds() -> None:
     assert retry_after(None) == 1.0
     assert retry_after("soon") == 1.0
     assert retry_after("nan") == 1.0
-    assert retry_after("3600") == kube_client.MAX_RETRY_AFTER
+    assert retry_after("3600") == MAX_RETRY_AFTER
     assert retry_after("-2") == 0.0
 
 

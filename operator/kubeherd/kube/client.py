@@ -15,8 +15,6 @@ import asyncio
 import datetime
 import json
 import logging
-import math
-import re
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
@@ -31,7 +29,8 @@ from kubeherd.kube.login import ConfigError, Login
 from kubeherd.kube.outcomes import DryRun, KubeError, Outcome
 from kubeherd.kube.ratelimit import TokenBucket
 from kubeherd.kube.reflector import WATCH_SECONDS, GoneError
-from kubeherd.metrics.health import API_REQUESTS, API_RETRIES, request_verb
+from kubeherd.kube.wire import api_message, encode_body, request_verb, retry_after, throttled
+from kubeherd.metrics.health import API_REQUESTS, API_RETRIES
 from kubeherd.names import GROUP, VERSION
 
 logger = logging.getLogger(__name__)
@@ -41,7 +40,6 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # A request throttled (429, or 5xx with Retry-After) is sent again after the server's
 # Retry-After, at most this many times.
 MAX_THROTTLED_ATTEMPTS = 10
-MAX_RETRY_AFTER = 30.0
 # A request, a listing page, and a watch (which the API server ends after WATCH_SECONDS; a read
 # that long with not even a bookmark means the connection is dead). The API server gives up on
 # a request after 60 s itself, APF queueing included.
@@ -133,7 +131,7 @@ class Kube:
                 # Encoded in the slot, and dropped with it: writes waiting for a slot (every
                 # CustomDaemonSet's pass has its own in flight) hold their objects, not also
                 # their bytes.
-                data = _encode(body)
+                data = encode_body(body)
                 try:
                     response = await self._call(
                         method,
@@ -163,7 +161,7 @@ class Kube:
                 version = (json.loads(answer).get("metadata") or {}).get("resourceVersion", "")
                 return Outcome(status=response.status, resource_version=str(version))
             return Outcome(status=response.status)
-        return Outcome(status=response.status, message=_api_message(answer, response.status))
+        return Outcome(status=response.status, message=api_message(answer, response.status))
 
     async def _read(
         self,
@@ -180,7 +178,7 @@ class Kube:
         if response.status == 404:
             return None
         if not 200 <= response.status < 300:
-            raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+            raise KubeError(Outcome(response.status, api_message(body, response.status)))
         result: dict[str, Any] = json.loads(body)
         return result
 
@@ -250,7 +248,7 @@ class Kube:
                 raise GoneError
             if not 200 <= response.status < 300:
                 body = await response.read()
-                raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+                raise KubeError(Outcome(response.status, api_message(body, response.status)))
             # The API server's JSON lines can be longer than aiohttp's line buffer, so lines
             # are cut here, from chunks.
             pending = b""
@@ -332,7 +330,7 @@ class Kube:
                 "POST",
                 kind.path(namespace),
                 query=[("dryRun", "All"), ("fieldValidation", "Strict")],
-                data=_encode(manifest),
+                data=encode_body(manifest),
             )
             try:
                 body = await response.read()
@@ -352,7 +350,7 @@ class Kube:
         a request waits for the answer. KubeError when refused or unanswered (status 0)."""
         try:
             response = await self._call(
-                "POST", kind.path(), data=_encode(review), timeout=REVIEW_TIMEOUT
+                "POST", kind.path(), data=encode_body(review), timeout=REVIEW_TIMEOUT
             )
             try:
                 body = await response.read()
@@ -361,7 +359,7 @@ class Kube:
         except (TimeoutError, OSError, aiohttp.ClientError, ConfigError) as error:
             raise KubeError(Outcome(0, f"request failed: {error}")) from error
         if not 200 <= response.status < 300:
-            raise KubeError(Outcome(response.status, _api_message(body, response.status)))
+            raise KubeError(Outcome(response.status, api_message(body, response.status)))
         answer: dict[str, Any] = json.loads(body)
         return answer
 
@@ -450,55 +448,3 @@ class Kube:
         )
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
-
-
-def throttled(response: Any) -> bool:
-    """The API server asks to be asked again later: 429 (priority and fairness), or a 5xx with
-    Retry-After (a server starting, or shutting down gracefully)."""
-    status = int(response.status)
-    return status == 429 or (status >= 500 and "Retry-After" in response.headers)
-
-
-def retry_after(header: str | None) -> float:
-    """Seconds to wait from a Retry-After header (the API server sends whole seconds): 1 s
-    when it is missing or not a number, never more than MAX_RETRY_AFTER."""
-    try:
-        seconds = float(header) if header is not None else 1.0
-    except ValueError:
-        return 1.0
-    if not math.isfinite(seconds):
-        return 1.0
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-_SURROGATE_PAIR = re.compile(rb"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
-
-
-def json_for_yaml(body: Any) -> bytes:
-    """JSON that a YAML parser reads as the same data.
-
-    JSON writes a character beyond the Basic Multilingual Plane (an emoji, say) as two escaped
-    surrogates, which YAML refuses as invalid characters; YAML's own escape for it is one
-    `\\UXXXXXXXX`. Everything else stays ASCII, with JSON's escapes, which YAML shares."""
-
-    def as_yaml(match: re.Match[bytes]) -> bytes:
-        high, low = int(match[1], 16), int(match[2], 16)
-        code_point = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
-        return b"\\U%08x" % code_point
-
-    return _SURROGATE_PAIR.sub(as_yaml, json.dumps(body).encode())
-
-
-def _encode(body: Any) -> bytes | None:
-    """A request body: bytes as they are, plain data as JSON."""
-    if body is None or isinstance(body, bytes):
-        return body
-    return json.dumps(body).encode()
-
-
-def _api_message(body: bytes, status: int) -> str:
-    try:
-        message = json.loads(body).get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message) if message else f"HTTP {status}: {body[:200]!r}"

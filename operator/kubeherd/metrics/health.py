@@ -4,8 +4,6 @@ this module registers nothing twice and the tests can read the instruments direc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from prometheus_client import Counter, Histogram
 
 API_REQUESTS = Counter(
@@ -42,37 +40,3 @@ EVENTS_DROPPED = Counter(
 )
 
 INSTRUMENTS = (API_REQUESTS, API_RETRIES, PASS_DURATION, PASS_ERRORS, EVENTS_DROPPED)
-
-
-def request_verb(method: str, path: str, query: Sequence[tuple[str, str]] | None = None) -> str:
-    """The Kubernetes verb of a request, as the API server's own metrics name it: a GET is a
-    get, a list or a watch; a DELETE of a collection is a deletecollection."""
-    method = method.upper()
-    if method == "GET" and any(
-        key == "watch" and value in ("true", "1") for key, value in query or ()
-    ):
-        return "watch"
-    simple = {"POST": "create", "PUT": "update", "PATCH": "patch"}
-    if method in simple:
-        return simple[method]
-    collection = _is_collection(path)
-    if method == "GET":
-        return "list" if collection else "get"
-    if method == "DELETE":
-        return "deletecollection" if collection else "delete"
-    return method.lower()
-
-
-def _is_collection(path: str) -> bool:
-    """/api/v1/pods, /api/v1/namespaces/x/pods, /apis/g/v/namespaces/x/things: a collection;
-    one more segment names an object (and two, its subresource)."""
-    segments = [segment for segment in path.split("?", 1)[0].split("/") if segment]
-    if segments[:1] == ["api"]:
-        rest = segments[2:]
-    elif segments[:1] == ["apis"]:
-        rest = segments[3:]
-    else:
-        return False
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        rest = rest[2:]
-    return len(rest) == 1

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from kubeherd.kube.client import Kube, json_for_yaml
+from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import KINDS, Kind
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.outcomes import DryRun, Outcome
+from kubeherd.kube.wire import json_for_yaml
 
 PODS = KINDS[("v1", "Pod")]
 REVISIONS = KINDS[("apps/v1", "ControllerRevision")]
