@@ -18,7 +18,7 @@ from kubeherd.defaults import (
     MAX_CREATE_BACKOFF,
     SCHEDULER_STATUS_INTERVAL,
 )
-from kubeherd.kube.client import REPORTING_COMPONENT
+from kubeherd.kube.event_posting import REPORTING_COMPONENT
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.names import GROUP
 from kubeherd.peering import PeeringOptions

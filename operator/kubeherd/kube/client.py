@@ -12,18 +12,16 @@ classes would cost CPU and memory for nothing.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
-import logging
-import secrets
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import aiohttp
 
 from kubeherd.kube import config
+from kubeherd.kube.event_posting import EventPoster
 from kubeherd.kube.http import FIELD_MANAGER, ApiSession
-from kubeherd.kube.kinds import EVENTS, Kind, kind_of
+from kubeherd.kube.kinds import Kind, kind_of
 from kubeherd.kube.limits import WriteLimits, pool_size
 from kubeherd.kube.login import ConfigError, Login
 from kubeherd.kube.outcomes import DryRun, KubeError, Outcome
@@ -33,9 +31,6 @@ from kubeherd.kube.wire import api_message, encode_body, request_verb, retry_aft
 from kubeherd.metrics.health import API_REQUESTS, API_RETRIES
 from kubeherd.names import GROUP, VERSION
 
-logger = logging.getLogger(__name__)
-
-REPORTING_COMPONENT = "kubeherd"
 APPLY_PATCH = "application/apply-patch+yaml"
 # A request throttled (429, or 5xx with Retry-After) is sent again after the server's
 # Retry-After, at most this many times.
@@ -77,8 +72,7 @@ class Kube:
         self._bucket = TokenBucket(limits.qps, limits.burst)
         self._slots = asyncio.Semaphore(max(1, limits.max_concurrent))
         self.limits = limits
-        # Events posted in the background; kept here so that they are not garbage-collected.
-        self._posting: set[asyncio.Task[Outcome]] = set()
+        self._events = EventPoster(self)
 
     @classmethod
     def connect(cls, limits: WriteLimits, login: Login | None = None) -> Kube:
@@ -91,7 +85,7 @@ class Kube:
         return self._session.server_url
 
     async def close(self) -> None:
-        await asyncio.gather(*self._posting, return_exceptions=True)
+        await self._events.drain()
         await self._session.close()
 
     async def write(
@@ -401,50 +395,8 @@ class Kube:
             content_type="application/json-patch+json",
         )
 
-    async def post_event(
-        self,
-        involved: dict[str, Any],
-        *,
-        type_: str,
-        reason: str,
-        message: str,
-        action: str,
-    ) -> Outcome:
-        """Record an Event on `involved` ({apiVersion, kind, name, namespace, uid})."""
-        now = datetime.datetime.now(datetime.UTC)
-        stamp = now.isoformat(timespec="seconds").replace("+00:00", "Z")
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{involved['name']}.{secrets.token_hex(8)}",
-                "namespace": involved["namespace"],
-            },
-            "involvedObject": involved,
-            "type": type_,
-            "reason": reason,
-            # The API server caps event messages at 1 KiB.
-            "message": message[:1024],
-            "action": action,
-            "source": {"component": REPORTING_COMPONENT},
-            "reportingComponent": REPORTING_COMPONENT,
-            "reportingInstance": REPORTING_COMPONENT,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        outcome = await self._write("POST", EVENTS.path(involved["namespace"]), body=event)
-        if not outcome.ok:
-            # An event that cannot be posted must never stop the reconciliation.
-            logger.warning("could not post event %s: %s", reason, outcome.message)
-        return outcome
-
     def post_event_soon(
         self, involved: dict[str, Any], *, type_: str, reason: str, message: str
     ) -> None:
-        """Post an Event in the background: a slow event must never hold up a controller."""
-        task = asyncio.get_running_loop().create_task(
-            self.post_event(involved, type_=type_, reason=reason, message=message, action=reason)
-        )
-        self._posting.add(task)
-        task.add_done_callback(self._posting.discard)
+        """Post an Event in the background (kube/event_posting.py), through the write limits."""
+        self._events.post_soon(involved, type_=type_, reason=reason, message=message)
