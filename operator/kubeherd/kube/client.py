@@ -98,27 +98,9 @@ class Kube:
         content_type: str = "application/json",
         with_version: bool = False,
     ) -> Outcome:
-        """Any write, through the write limits and the throttling retries: the door for the
-        requests of one kind that a controller's shell keeps (daemonset/shell/api.py)."""
-        return await self._write(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            with_version=with_version,
-        )
-
-    async def _write(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        with_version: bool = False,
-    ) -> Outcome:
+        """Any write, through the write limits and the throttling retries: every write verb
+        below, and the door for the requests of one kind that a controller's shell keeps
+        (daemonset/shell/api.py)."""
         for attempt in range(MAX_THROTTLED_ATTEMPTS):
             await self._bucket.acquire()
             async with self._slots:
@@ -187,7 +169,7 @@ class Kube:
         timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
         wait_when_throttled: bool = True,
     ) -> aiohttp.ClientResponse:
-        """A request to any path, answered with the raw response (for _read and _write). A
+        """A request to any path, answered with the raw response (for _read and write). A
         throttled one is sent again after the server's Retry-After, unless the caller does
         that itself (writes wait outside their slots)."""
         headers = {"Accept": "application/json"}
@@ -223,7 +205,7 @@ class Kube:
     ) -> Outcome:
         """A JSON patch by default; its `test` operations make it fail if the object changed
         meanwhile."""
-        return await self._write(
+        return await self.write(
             "PATCH", kind.path(namespace, name), body=patch, content_type=content_type
         )
 
@@ -297,7 +279,7 @@ class Kube:
         """Server-side apply as kubeherd's field manager. Forced: callers apply only objects
         that are kubeherd's own (they check the owner label first)."""
         metadata = manifest["metadata"]
-        return await self._write(
+        return await self.write(
             "PATCH",
             kind_of(manifest).path(metadata.get("namespace"), metadata["name"]),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
@@ -309,7 +291,7 @@ class Kube:
         """PUT: refused with 409 unless metadata.resourceVersion is still the current one."""
         metadata = manifest["metadata"]
         path = kind.path(metadata.get("namespace"), metadata["name"])
-        return await self._write("PUT", path, body=manifest)
+        return await self.write("PUT", path, body=manifest)
 
     async def dry_run_create(
         self, kind: Kind, namespace: str | None, manifest: Mapping[str, Any]
@@ -359,13 +341,13 @@ class Kube:
 
     async def create_object(self, kind: Kind, manifest: Mapping[str, Any]) -> Outcome:
         namespace = manifest["metadata"].get("namespace")
-        return await self._write("POST", kind.path(namespace), body=manifest)
+        return await self.write("POST", kind.path(namespace), body=manifest)
 
     async def delete_object(
         self, kind: Kind, namespace: str | None, name: str, uid: str
     ) -> Outcome:
         body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
-        return await self._write("DELETE", kind.path(namespace, name), body=body)
+        return await self.write("DELETE", kind.path(namespace, name), body=body)
 
     async def server_version(self) -> str:
         """The API server's gitVersion, such as v1.37.2."""
@@ -375,7 +357,7 @@ class Kube:
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> Outcome:
-        return await self._write(
+        return await self.write(
             "PATCH",
             f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}/status",
             body={"status": status},
@@ -388,7 +370,7 @@ class Kube:
     ) -> Outcome:
         """A JSON patch of a kubeherd resource; `test` operations make it safe against
         concurrent changes (such as other controllers' finalizers)."""
-        return await self._write(
+        return await self.write(
             "PATCH",
             f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}",
             body=operations,
