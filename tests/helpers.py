@@ -147,6 +147,7 @@ class OperatorProcess(KubeherdProcess):
         name: str,
         arguments: tuple[str, ...] = (),
         kubeconfig: Path | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         test_settings = (
             # Short enough that a test sees a refused create retried within seconds.
@@ -163,6 +164,7 @@ class OperatorProcess(KubeherdProcess):
             kubeconfig or cluster.kubeconfig,
             cluster.logs / f"{name}.log",
             (*test_settings, *arguments),
+            environment,
         )
         self.cluster = cluster
 

@@ -26,10 +26,18 @@ class KubeherdProcess:
     """One `kubeherd run`, logging to `log` (appended to), with its liveness and metrics
     endpoints on free ports so that several can run side by side."""
 
-    def __init__(self, kubeconfig: Path, log: Path, arguments: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log: Path,
+        arguments: tuple[str, ...] = (),
+        environment: dict[str, str] | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
         self.arguments = arguments
+        # Set in the process's environment beside this one's.
+        self.extra_environment = environment or {}
         self.port = free_port()
         self.metrics_port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
@@ -55,7 +63,7 @@ class KubeherdProcess:
         ]
 
     def environment(self) -> dict[str, str]:
-        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), **self.extra_environment}
 
     def spawn(self) -> None:
         """Start the process; `healthy` tells when it serves."""

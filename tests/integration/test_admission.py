@@ -110,6 +110,35 @@ def webhook(
         kubectl("delete", "validatingwebhookconfiguration", CONFIGURATION, "--ignore-not-found")
 
 
+def test_the_webhook_private_key_is_removed_when_the_operator_stops(
+    local_cluster: LocalCluster,
+    operator_kubeconfig: Path,
+    kubectl: Kubectl,
+    other_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The serving key Kopf loads from a file is written to a temporary folder: a stopped
+    operator must not leave it there (each start on a laptop or CI machine made one more)."""
+    process = OperatorProcess(
+        local_cluster,
+        name="webhook-key",
+        arguments=("--webhook-listen=auto", f"--namespace={other_namespace}"),
+        kubeconfig=operator_kubeconfig,
+        environment={"TMPDIR": str(tmp_path)},
+    )
+    process.start()
+    try:
+        eventually(lambda: "points at https://127.0.0.1:" in process.output(), what="serving")
+        (folder,) = tmp_path.glob("kubeherd-webhook-*")
+        assert sorted(path.name for path in folder.iterdir()) == ["tls.crt", "tls.key"]
+    finally:
+        process.stop()
+        kubectl("delete", "validatingwebhookconfiguration", CONFIGURATION, "--ignore-not-found")
+
+    assert process.returncode == 0, process.log_tail()
+    assert list(tmp_path.glob("kubeherd-webhook-*")) == []
+
+
 def refused_once_served(kubectl: Kubectl, namespace: str, manifest: dict[str, Any]) -> str:
     """kubectl's complaint, once the API server calls the new webhook (its informer of webhook
     configurations takes a moment)."""

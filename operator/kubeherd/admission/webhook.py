@@ -13,6 +13,7 @@ import datetime
 import ipaddress
 import logging
 import os
+import shutil
 import tempfile
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
@@ -81,16 +82,22 @@ class IdleServer:
 
 class ConfiguringServer(kopf.WebhookServer):
     """Kopf's HTTPS server, which also keeps the configuration pointing at where it serves
-    (Kopf's own management of the configuration cannot set a timeout nor share a CA)."""
+    (Kopf's own management of the configuration cannot set a timeout nor share a CA).
+    `key_folder` holds the certificate and private key Kopf loads: removed when it stops, so
+    that no private key outlives the process that served it."""
 
-    def __init__(self, keeper: ConfigurationKeeper, **kwargs: Any) -> None:
+    def __init__(self, keeper: ConfigurationKeeper, key_folder: Path, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.keeper = keeper
+        self.key_folder = key_folder
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        async for client_config in super().__call__(fn):
-            self.keeper.serving(str(client_config.get("url") or ""))
-            yield client_config
+        try:
+            async for client_config in super().__call__(fn):
+                self.keeper.serving(str(client_config.get("url") or ""))
+                yield client_config
+        finally:
+            shutil.rmtree(self.key_folder, ignore_errors=True)
 
 
 class ConfigurationKeeper:
@@ -180,6 +187,7 @@ async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServe
     keeper = ConfigurationKeeper(kube, options, certificate)
     return ConfiguringServer(
         keeper,
+        folder,
         addr=host or None,  # None: every interface
         port=port or None,
         # Kopf serves POSTs under this path only (the URL it reports includes it).
