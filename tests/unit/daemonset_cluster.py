@@ -79,6 +79,10 @@ class FakeCluster:
         self.most_creates_in_flight = 0
         # Per verb: the outcomes its next calls get, in order, before it behaves normally.
         self.refusals: dict[str, list[Outcome]] = {}
+        # Whether JSON patches of pods are applied (and watched), or only recorded.
+        self.apply_pod_patches = False
+        # Per pod uid: the image each container last started with (restart_changed_containers).
+        self._running_images: dict[str, dict[str, str]] = {}
         self.controller: DaemonSetController | None = None
         self._versions = itertools.count(100)
         self._uids = itertools.count(1)
@@ -129,6 +133,28 @@ class FakeCluster:
                 condition = {"type": "Ready", "status": "True" if ready else "False"}
                 condition["lastTransitionTime"] = iso_time(wall_clock())
                 pod["status"] = {"phase": "Running", "conditions": [condition]}
+                self._watch_pod(pod)
+
+    def restart_changed_containers(self) -> None:
+        """The kubelets restart the containers whose image changed since they started, as an
+        in-place update makes them do."""
+        for pod in self.pods.values():
+            ran = self._running_images.setdefault(pod["metadata"]["uid"], {})
+            statuses = pod["status"].setdefault("containerStatuses", [])
+            changed = False
+            for container in pod["spec"]["containers"]:
+                name, image = container["name"], container["image"]
+                status = next((s for s in statuses if s["name"] == name), None)
+                if status is None:
+                    status = {"name": name, "restartCount": 0}
+                    statuses.append(status)
+                if ran.setdefault(name, image) != image:
+                    ran[name] = image
+                    status["restartCount"] += 1
+                    changed = True
+                status["state"] = {"running": {"startedAt": iso_time(wall_clock())}}
+            if changed:
+                self._bump(pod)
                 self._watch_pod(pod)
 
     def delete_pod_now(self, name: str) -> None:
@@ -212,6 +238,7 @@ class FakeCluster:
             uid=f"uid-{next(self._uids)}", creationTimestamp=iso_time(wall_clock())
         )
         stored["status"] = {"phase": "Pending"}
+        self._bump(stored)
         self.pods[pod["metadata"]["name"]] = stored
         self._watch_pod(stored)
         return Outcome(201)
@@ -297,6 +324,24 @@ class FakeCluster:
         self, kind: Kind, namespace: str | None, name: str, patch: Any, content_type: str = ""
     ) -> Outcome:
         self.writes.append(Write("patch", kind.kind, name, patch))
+        pod = self.pods.get(name)
+        if not self.apply_pod_patches or kind.kind != "Pod" or pod is None:
+            return Outcome(200)
+        for operation in patch:
+            *parents, last = [
+                part.replace("~1", "/").replace("~0", "~")
+                for part in operation["path"].split("/")[1:]
+            ]
+            target: Any = pod
+            for part in parents:
+                target = target[int(part)] if isinstance(target, list) else target[part]
+            key: Any = int(last) if isinstance(target, list) else last
+            if operation["op"] == "test" and target.get(key) != operation["value"]:
+                return Outcome(422, "testing value failed: test failed")
+            if operation["op"] in ("add", "replace"):
+                target[key] = copy.deepcopy(operation["value"])
+        self._bump(pod)
+        self._watch_pod(pod)
         return Outcome(200)
 
     def post_event_soon(

@@ -537,3 +537,48 @@ def test_a_selector_stored_before_the_crd_refused_it_is_reported_once_and_touche
     assert cluster.images() == {"n1": NEW, "n2": NEW, "n3": NEW}
     assert "SelectorValid" not in {c["type"] for c in cluster.status()["conditions"]}
     assert cluster.reasons().count("InvalidSelector") == 1
+
+
+def test_an_image_change_updates_the_pods_in_place_one_node_at_a_time() -> None:
+    cluster = FakeCluster()
+    cluster.apply_pod_patches = True
+    cluster.add_nodes("n1", "n2", "n3")
+    in_place = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible"},
+    }
+    patched_at_once: list[int] = []
+
+    def images_patched() -> int:
+        return sum(
+            1
+            for write in cluster.writes
+            if write.verb == "patch" and any("image" in op["path"] for op in write.body)
+        )
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(updateStrategy=in_place))
+        await settle()
+        cluster.run_pods()
+        cluster.restart_changed_containers()
+        await settle()
+        cluster.update_spec(template=template(NEW))
+        for _ in range(4):
+            await settle()
+            # No kubelet has restarted the patched pod yet: the budget (1) is spent on it.
+            patched_at_once.append(images_patched())
+            cluster.restart_changed_containers()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    before = {w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")}
+    pods = list(cluster.pods.values())
+    assert {pod["metadata"]["name"] for pod in pods} == before  # the same pods, none replaced
+    assert {pod["spec"]["containers"][0]["image"] for pod in pods} == {NEW}
+    assert patched_at_once == [1, 2, 3, 3]
+    assert "delete" not in {write.verb for write in cluster.writes}
+    assert cluster.reasons().count("SuccessfulUpdatePodInPlace") == 3
+    status = cluster.status()
+    assert (status["updatedNumberScheduled"], status["numberAvailable"]) == (3, 3)
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"

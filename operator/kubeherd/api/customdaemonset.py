@@ -322,6 +322,13 @@ class UpdateStrategyType(StrEnum):
     ON_DELETE = "OnDelete"
 
 
+class RollingUpdateType(StrEnum):
+    """How a rolling update replaces an old pod (OpenKruise's names)."""
+
+    STANDARD = "Standard"
+    IN_PLACE_IF_POSSIBLE = "InPlaceIfPossible"
+
+
 def _count_or_percent(field: str) -> JsonDict:
     return {
         "rule": f"!has(self.{field}) || (type(self.{field}) == int ? int(self.{field}) >= 0"
@@ -343,6 +350,13 @@ class RollingUpdate(Model):
                     " && string(self.maxSurge) in ['0', '0%'])",
                     "message": "maxUnavailable and maxSurge cannot both be 0: nothing could be "
                     "replaced",
+                },
+                {
+                    "rule": "!has(self.rollingUpdateType)"
+                    " || self.rollingUpdateType != 'InPlaceIfPossible'"
+                    " || !has(self.maxSurge) || string(self.maxSurge) in ['0', '0%']",
+                    "message": "rollingUpdateType InPlaceIfPossible updates pods within "
+                    "maxUnavailable: maxSurge must be 0",
                 },
             ]
         }
@@ -368,6 +382,16 @@ class RollingUpdate(Model):
         "Nodes are updated in name order, and nodes already updated count first, so the last "
         "nodes by name stay behind. A kept node that loses its pod gets one of the previous "
         "revision. 0 updates every node. Not in the native DaemonSet (OpenKruise has it).",
+    )
+    rolling_update_type: RollingUpdateType = Field(
+        default=RollingUpdateType.STANDARD,
+        description="Standard deletes an old pod and creates a new one. InPlaceIfPossible "
+        "updates a pod where it runs when the new template differs from its revision only in "
+        "container images: same pod, same node, the kubelet restarts the changed containers. "
+        "Any other change is rolled out the Standard way. Counts against maxUnavailable like "
+        "a replacement: an updated pod is unavailable until its new containers run and it is "
+        "Ready for minReadySeconds. Needs a real kubelet. Not in the native DaemonSet "
+        "(OpenKruise has it).",
     )
 
 

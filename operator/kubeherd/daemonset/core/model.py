@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.eligibility import Verdict
+from kubeherd.daemonset.core.in_place import update_status
 from kubeherd.daemonset.core.pods import REVISION_LABEL, target_node
 
 
@@ -52,6 +53,14 @@ class PodInfo:
             (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
         )
         ready = ready_condition.get("status") == "True"
+        ready_since = parse_time(ready_condition.get("lastTransitionTime")) if ready else None
+        in_place = update_status(body)
+        if in_place is not None and in_place.pending:
+            # Updated in place, and its kubelet has not restarted every updated container yet.
+            ready, ready_since = False, None
+        elif ready and in_place is not None and in_place.started_at is not None:
+            # The Ready condition need not have changed across a quick restart.
+            ready_since = max(ready_since or 0.0, in_place.started_at)
         node = target_node(body)
         return cls(
             name=metadata.get("name", ""),
@@ -59,7 +68,7 @@ class PodInfo:
             node=sys.intern(node) if node else None,
             phase=sys.intern(status.get("phase") or "Pending"),
             ready=ready,
-            ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
+            ready_since=ready_since,
             revision=sys.intern((metadata.get("labels") or {}).get(REVISION_LABEL, "")),
             created=sys.intern(metadata.get("creationTimestamp") or ""),
             deleting=bool(metadata.get("deletionTimestamp")),

@@ -20,6 +20,7 @@ from typing import Any
 
 from kubeherd.daemonset.core.claims import PodCandidates, PodClaims, plan_pod_claims
 from kubeherd.daemonset.core.eligibility import NodeInfo
+from kubeherd.daemonset.core.in_place import compatible_revisions
 from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import DeletePod, SurgeRule, plan_nodes
 from kubeherd.daemonset.core.report import Event
@@ -30,7 +31,7 @@ from kubeherd.daemonset.core.revisions import (
     plan_revisions,
     previous_revision,
 )
-from kubeherd.daemonset.core.rollout import nodes_kept_back, plan_rolling_update
+from kubeherd.daemonset.core.rollout import UpdatePod, nodes_kept_back, plan_rolling_update
 from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.core.template import TemplateVerdict
 from kubeherd.meta import controller_reference
@@ -66,6 +67,10 @@ class PassInput:
     # A rolling update may have old pods left: look at every node's pods.
     rolling: bool
     now: float
+    # The kept revisions' hashes and in-place keys (`in_place.in_place_key`), and the pods
+    # updated in place that the watch still shows of their old revision (uids).
+    revision_keys: tuple[tuple[str, str], ...] = ()
+    rollout_updated: frozenset[str] = frozenset()
     # The CustomDaemonSet as kept (`spec.kept_body`): its name, uid and status; what claims
     # and revisions are made from.
     body: Mapping[str, Any] = field(default_factory=dict)
@@ -129,6 +134,9 @@ class PassPlan:
     backing_off: list[str] = field(default_factory=list)
     kept_back: frozenset[str] = frozenset()
     rollout_deleted: frozenset[str] = frozenset()
+    # Old pods to update in place; and the ones updated that the watch has not shown yet.
+    updates: list[UpdatePod] = field(default_factory=list)
+    rollout_updated: frozenset[str] = frozenset()
     rolling: bool = False
     # The moment the plan judged the pods at (None: a stopped pass judged none). A pod that
     # turns available after it needs a pass of its own, even when the status comes later.
@@ -252,10 +260,18 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
     creates = [create.node for create in nodes.creates]
     plan.rolling = given.rolling
     plan.rollout_deleted = given.rollout_deleted
+    plan.rollout_updated = given.rollout_updated
     if given.rolling and spec.rolling_update and not spec.paused:
-        # A delete is done once the ledger shows the pod Terminating or gone.
+        # A delete is done once the ledger shows the pod Terminating or gone; an update in
+        # place once it shows the pod of the new revision.
         in_flight = given.rollout_deleted & {
             pod.uid for record in ledger.values() for pod in record.active_pods
+        }
+        updating = given.rollout_updated & {
+            pod.uid
+            for record in ledger.values()
+            for pod in record.active_pods
+            if pod.revision != revision
         }
         step = plan_rolling_update(
             ledger,
@@ -266,9 +282,10 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             },
             spec.min_ready_seconds,
             now,
-            set(in_flight),
+            set(in_flight | updating),
             frozenset(node for node, pod in expected.items() if pod.revision == revision),
             plan.kept_back,
+            _in_place_from(given),
         )
         planned = {delete.pod.uid for delete in plan.deletes}
         step_deletes = [delete for delete in step.deletes if delete.pod.uid not in planned]
@@ -276,11 +293,24 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
         creates += [create.node for create in step.creates]
         plan.rolling = step.outdated
         plan.rollout_deleted = frozenset(in_flight | {d.pod.uid for d in step_deletes})
+        plan.updates = step.updates
+        plan.rollout_updated = frozenset(updating | {u.pod.uid for u in step.updates})
     kept_back_revision = previous_revision or revision
     plan.creates = [
         PlannedCreate(node, kept_back_revision if node in plan.kept_back else revision)
         for node in creates
     ]
+
+
+def _in_place_from(given: PassInput) -> frozenset[str]:
+    """The revisions whose pods the template can update in place: of the revisions kept, and
+    of the ones listed this pass (after a start, the kept ones are not known yet)."""
+    if not given.spec.in_place:
+        return frozenset()
+    keys = list(given.revision_keys)
+    if given.found_revisions is not None:
+        keys += [(record.hash, record.in_place_key) for record in given.found_revisions.owned]
+    return compatible_revisions(keys, given.spec.in_place_key)
 
 
 def _open_expectations(given: PassInput, plan: PassPlan) -> dict[str, ExpectedPod]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from kubeherd.daemonset.core.claims import Claim, revision_adoptions
+from kubeherd.daemonset.core.in_place import in_place_key
 from kubeherd.daemonset.core.pods import (
     OWNER_LABEL,
     REVISION_LABEL,
@@ -103,10 +104,16 @@ class RevisionRecord:
     hash: str
     number: int
     digest: str
+    # Equal to another template's when the two differ in container images at most
+    # (`in_place.in_place_key`): whether its pods can be updated in place.
+    in_place_key: str = ""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> RevisionRecord:
-        return cls(*_identity(body), digest=template_digest(revision_template(body)))
+        template = revision_template(body)
+        return cls(
+            *_identity(body), digest=template_digest(template), in_place_key=in_place_key(template)
+        )
 
 
 @dataclass(frozen=True)

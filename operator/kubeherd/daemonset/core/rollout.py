@@ -10,15 +10,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeherd.daemonset.core.model import NodeRecord, pod_available
+from kubeherd.daemonset.core.model import NodeRecord, PodInfo, pod_available
 from kubeherd.daemonset.core.nodes import CreatePod, DeletePod
 from kubeherd.daemonset.core.spec import resolve_budget
 from kubeherd.defaults import DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE
 
 
+@dataclass(frozen=True)
+class UpdatePod:
+    """An old pod the rolling update updates in place (its template differs in images only)."""
+
+    node: str
+    pod: PodInfo
+
+
 @dataclass
 class RolloutStep:
     deletes: list[DeletePod] = field(default_factory=list)
+    # Old pods updated in place instead (rollingUpdateType InPlaceIfPossible).
+    updates: list[UpdatePod] = field(default_factory=list)
     # Nodes that get a new pod beside their old one (surge).
     creates: list[CreatePod] = field(default_factory=list)
     # Whether any old-revision pod is left (False: the rollout is over).
@@ -53,6 +63,7 @@ def plan_rolling_update(
     already_deleted: set[str],
     already_created: frozenset[str] = frozenset(),
     kept_back: frozenset[str] = frozenset(),
+    in_place_from: frozenset[str] = frozenset(),
 ) -> RolloutStep:
     """One step of a rolling update over all eligible nodes, the native way.
 
@@ -64,7 +75,9 @@ def plan_rolling_update(
 
     `already_deleted` (pod uids) and `already_created` (nodes) are what earlier passes did that the
     watch has not shown yet, so two quick passes never spend a budget twice. Nodes in `kept_back`
-    (a partition) are left alone, though they still count for the budget."""
+    (a partition) are left alone, though they still count for the budget. Old pods of a revision
+    in `in_place_from` are updated in place instead of deleted, within the same budget; an
+    update sent that the watch does not show yet is in `already_deleted` too."""
     eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
     max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), DEFAULT_MAX_SURGE)
     if max_surge > 0:
@@ -78,7 +91,7 @@ def plan_rolling_update(
     max_unavailable = max_unavailable or 1
     step = RolloutStep()
     unavailable = 0
-    candidates: list[DeletePod] = []
+    candidates: list[DeletePod | UpdatePod] = []
     for name in sorted(eligible):
         record = eligible[name]
         # Terminating pods serve nobody: a node with only those counts as unavailable.
@@ -91,15 +104,29 @@ def plan_rolling_update(
             if pod.revision == revision:
                 continue
             step.outdated = True
-            if pod_available(pod, min_ready_seconds, now):
-                candidates.append(DeletePod(name, pod, "its template is out of date"))
+            available = pod_available(pod, min_ready_seconds, now)
+            change: DeletePod | UpdatePod
+            if pod.revision in in_place_from:
+                change = UpdatePod(name, pod)
+            elif available:
+                change = DeletePod(name, pod, "its template is out of date")
             else:
-                step.deletes.append(
-                    DeletePod(name, pod, "its template is out of date (unavailable)")
-                )
+                change = DeletePod(name, pod, "its template is out of date (unavailable)")
+            if available:
+                candidates.append(change)
+            else:
+                _add(step, change)
     budget = max(0, max_unavailable - unavailable)
-    step.deletes += candidates[:budget]
+    for change in candidates[:budget]:
+        _add(step, change)
     return step
+
+
+def _add(step: RolloutStep, change: DeletePod | UpdatePod) -> None:
+    if isinstance(change, UpdatePod):
+        step.updates.append(change)
+    else:
+        step.deletes.append(change)
 
 
 def _surge_step(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.claims import selector_problems
+from kubeherd.daemonset.core.in_place import in_place_key_of_json
 from kubeherd.daemonset.core.pods import canonical_hash, canonical_json
 from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION
 from kubeherd.defaults import (
@@ -62,6 +63,9 @@ class DaemonSetSpec:
     max_surge: int | str | None
     max_unavailable: int | str | None
     partition: int
+    # rollingUpdateType InPlaceIfPossible, with the template's key (`in_place.in_place_key`).
+    in_place: bool
+    in_place_key: str
     paused: bool
     min_ready_seconds: int
     history_limit: int
@@ -126,6 +130,7 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
     rolling = strategy.get("rollingUpdate") or {}
     selector = spec.get("selector") or {}
     template_json = canonical_json(template)
+    in_place = rolling.get("rollingUpdateType") == "InPlaceIfPossible"
     return DaemonSetSpec(
         generation=int(body["metadata"].get("generation") or 0),
         template_json=template_json,
@@ -137,6 +142,8 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
         max_surge=rolling.get("maxSurge"),
         max_unavailable=rolling.get("maxUnavailable"),
         partition=int(rolling.get("partition") or 0),
+        in_place=in_place,
+        in_place_key=in_place_key_of_json(template_json) if in_place else "",
         paused=bool(spec.get("paused")),
         min_ready_seconds=int(spec.get("minReadySeconds") or 0),
         # An object stored before the CRD bounded the limit keeps its value: it gets the bound.

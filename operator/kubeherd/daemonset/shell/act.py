@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 
 from kubeherd.daemonset.core.plan import PassPlan, Stop
 from kubeherd.daemonset.shell.api import DaemonSetApi
-from kubeherd.daemonset.shell.pod_writes import create_pods, delete_pods, pod_builder, send_claims
+from kubeherd.daemonset.shell.pod_writes import (
+    create_pods,
+    delete_pods,
+    pod_builder,
+    send_claims,
+    update_pods_in_place,
+)
 from kubeherd.daemonset.shell.revision_writes import (
     kept_back_templates,
     prune_history,
@@ -99,6 +105,9 @@ class Act:
             pacing.expected.pop(node, None)
         rollout.rolling, rollout.deleted = plan.rolling, plan.rollout_deleted
         await delete_pods(self.kube, self.events, body, pacing, plan.deletes, self.clock())
+        rollout.updated = plan.rollout_updated - await update_pods_in_place(
+            self.kube, self.events, body, plan.updates, spec, state.history.revision
+        )
         kept_back = {create.revision for create in plan.creates} - {state.history.revision}
         templates = (
             await kept_back_templates(self.kube, namespace, state.history, kept_back)

@@ -12,11 +12,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubeherd.daemonset.core.claims import PodClaims
+from kubeherd.daemonset.core.in_place import container_images, update_patch
 from kubeherd.daemonset.core.model import ExpectedPod
 from kubeherd.daemonset.core.nodes import DeletePod
 from kubeherd.daemonset.core.plan import PlannedCreate
 from kubeherd.daemonset.core.pods import REVISION_LABEL, DaemonPodMaker
-from kubeherd.daemonset.core.rollout import create_batches, next_first_batch
+from kubeherd.daemonset.core.rollout import UpdatePod, create_batches, next_first_batch
+from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import History, Pacing
 from kubeherd.events import EventRecorder
@@ -73,6 +75,77 @@ async def delete_pods(
                 "FailedDelete",
                 f"Error deleting pod {delete.pod.name} on node {delete.node}: {outcome.message}",
             )
+
+
+async def update_pods_in_place(
+    kube: DaemonSetApi,
+    events: EventRecorder,
+    body: Mapping[str, Any],
+    updates: list[UpdatePod],
+    spec: DaemonSetSpec,
+    revision: str,
+) -> set[str]:
+    """Update each pod in place to the template's images and `revision`, reading it first (its
+    containers' restart counts go into the update's record). Returns the uids of the pods not
+    updated (changed meanwhile, gone, or refused): the next pass plans them again."""
+    if not updates:
+        return set()
+    namespace = body["metadata"]["namespace"]
+    images = container_images(spec.template)
+    results = await asyncio.gather(
+        *(_update_in_place(kube, namespace, update, images, revision) for update in updates)
+    )
+    not_updated = set()
+    for update, (outcome, changes) in zip(updates, results, strict=True):
+        if outcome is not None and outcome.ok:
+            events.record(
+                body,
+                "Normal",
+                "SuccessfulUpdatePodInPlace",
+                f"Updated pod {update.pod.name} on node {update.node} in place: {changes}",
+            )
+            continue
+        not_updated.add(update.pod.uid)
+        if outcome is not None and not outcome.not_found and not _changed_meanwhile(outcome):
+            events.record(
+                body,
+                "Warning",
+                "FailedUpdatePodInPlace",
+                f"Error updating pod {update.pod.name} on node {update.node} in place: "
+                f"{outcome.message}",
+            )
+    return not_updated
+
+
+def _changed_meanwhile(outcome: Outcome) -> bool:
+    """The patch's test of the resourceVersion failed: the pod changed since it was read."""
+    return outcome.status == 422 and "test failed" in outcome.message
+
+
+async def _update_in_place(
+    kube: DaemonSetApi,
+    namespace: str,
+    update: UpdatePod,
+    images: Mapping[str, str],
+    revision: str,
+) -> tuple[Outcome | None, str]:
+    """The patch's outcome (None: nothing was sent, the pod is not the one planned for) and the
+    image changes it made, for the event."""
+    pod = await kube.get_object(POD_KIND, namespace, update.pod.name)
+    metadata = (pod or {}).get("metadata") or {}
+    if pod is None or metadata.get("uid") != update.pod.uid or metadata.get("deletionTimestamp"):
+        return None, ""
+    operations = update_patch(pod, images, revision)
+    if operations is None:
+        return None, ""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    changes = ", ".join(
+        f"container {c.get('name')} image {c.get('image')} -> {images[c.get('name')]}"
+        for c in containers
+        if c.get("name") in images and c.get("image") != images[c.get("name")]
+    )
+    outcome = await kube.patch_object(POD_KIND, namespace, update.pod.name, operations)
+    return outcome, changes or "labels only"
 
 
 # Fresh names tried for one pod before its create counts as refused.

@@ -74,6 +74,8 @@ class Reads:
             expected=state.pacing.expected,
             failed_pod_not_before=state.pacing.failed_pod_not_before(),
             rollout_deleted=rollout.deleted,
+            rollout_updated=rollout.updated,
+            revision_keys=tuple((r.hash, r.in_place_key) for r in state.history.revisions),
             rolling=rollout.rolling,
             now=self.clock(),
             body=body,

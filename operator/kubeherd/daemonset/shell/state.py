@@ -38,6 +38,8 @@ class Rollout:
     # A rolling update may have old pods left: every pass then looks at all nodes' pods.
     rolling: bool = False
     deleted: frozenset[str] = frozenset()
+    # Pods updated in place that the watch still shows of their old revision (uids).
+    updated: frozenset[str] = frozenset()
     progress: Progress | None = None
 
 
