@@ -72,7 +72,12 @@ def test_a_valid_object_is_stored_with_defaults_and_every_pod_field(
     assert spec["paused"] is False
     assert spec["updateStrategy"] == {
         "type": "RollingUpdate",
-        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0, "partition": 0},
+        "rollingUpdate": {
+            "maxUnavailable": 1,
+            "maxSurge": 0,
+            "partition": 0,
+            "rollingUpdateType": "Standard",
+        },
     }
     pod_spec = spec["template"]["spec"]
     assert pod_spec["restartPolicy"] == "Always"
@@ -216,6 +221,11 @@ def test_a_name_longer_than_a_label_value_is_refused(kubectl: Kubectl, namespace
         ({"maxSurge": "150%"}, "maxSurge must be a number of nodes"),
         ({"maxUnavailable": -1}, "maxUnavailable must be a number of nodes"),
         ({"partition": -1}, "partition"),
+        (
+            {"rollingUpdateType": "InPlaceIfPossible", "maxSurge": 1},
+            "rollingUpdateType InPlaceIfPossible updates pods within maxUnavailable",
+        ),
+        ({"rollingUpdateType": "Sideways"}, 'supported values: "Standard", "InPlaceIfPossible"'),
     ],
 )
 def test_rolling_update_limits_that_cannot_work_are_refused(
@@ -229,7 +239,12 @@ def test_rolling_update_limits_that_cannot_work_are_refused(
 
 @pytest.mark.parametrize(
     "rolling_update",
-    [{"maxUnavailable": "25%"}, {"maxUnavailable": 0, "maxSurge": "10%"}, {"partition": 3}],
+    [
+        {"maxUnavailable": "25%"},
+        {"maxUnavailable": 0, "maxSurge": "10%"},
+        {"partition": 3},
+        {"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "20%", "maxSurge": 0},
+    ],
 )
 def test_rolling_update_limits_that_work_are_accepted(
     kubectl: Kubectl, namespace: str, rolling_update: dict[str, Any]
