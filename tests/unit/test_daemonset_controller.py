@@ -582,3 +582,33 @@ def test_an_image_change_updates_the_pods_in_place_one_node_at_a_time() -> None:
     status = cluster.status()
     assert (status["updatedNumberScheduled"], status["numberAvailable"]) == (3, 3)
     assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_going_back_to_the_previous_images_updates_in_place_too() -> None:
+    cluster = FakeCluster()
+    cluster.apply_pod_patches = True
+    cluster.add_nodes("n1", "n2")
+    in_place = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 2},
+    }
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(updateStrategy=in_place))
+        await settle()
+        cluster.run_pods()
+        cluster.restart_changed_containers()
+        await settle()
+        for image in (NEW, OLD):  # an update, then its undo
+            cluster.update_spec(template=template(image))
+            await settle()
+            cluster.restart_changed_containers()
+            await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    created = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
+    assert sorted(created) == sorted(cluster.pods)
+    assert {pod["spec"]["containers"][0]["image"] for pod in cluster.pods.values()} == {OLD}
+    assert cluster.reasons().count("SuccessfulUpdatePodInPlace") == 4
+    assert cluster.status()["numberAvailable"] == 2
