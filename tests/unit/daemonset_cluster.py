@@ -135,9 +135,10 @@ class FakeCluster:
                 pod["status"] = {"phase": "Running", "conditions": [condition]}
                 self._watch_pod(pod)
 
-    def restart_changed_containers(self) -> None:
-        """The kubelets restart the containers whose image changed since they started, as an
-        in-place update makes them do."""
+    def kubelets_catch_up(self) -> None:
+        """The kubelets carry out their pods' specs: a container whose image changed since it
+        started restarts, and each container's resources are reported as the spec's (an
+        in-place update and a resize make them do this)."""
         for pod in self.pods.values():
             ran = self._running_images.setdefault(pod["metadata"]["uid"], {})
             statuses = pod["status"].setdefault("containerStatuses", [])
@@ -151,8 +152,11 @@ class FakeCluster:
                 if ran.setdefault(name, image) != image:
                     ran[name] = image
                     status["restartCount"] += 1
+                    status["state"] = {"running": {"startedAt": iso_time(wall_clock())}}
                     changed = True
-                status["state"] = {"running": {"startedAt": iso_time(wall_clock())}}
+                resources = copy.deepcopy(container.get("resources") or {})
+                changed |= status.get("resources") != resources
+                status["resources"] = resources
             if changed:
                 self._bump(pod)
                 self._watch_pod(pod)
@@ -186,6 +190,9 @@ class FakeCluster:
 
     def reasons(self) -> list[str]:
         return [event.reason for event in self.events]
+
+    def messages(self, reason: str) -> list[str]:
+        return [event.message for event in self.events if event.reason == reason]
 
     def verbs(self) -> list[str]:
         return [f"{write.verb} {write.kind}" for write in self.writes]
@@ -343,6 +350,22 @@ class FakeCluster:
         self._bump(pod)
         self._watch_pod(pod)
         return Outcome(200)
+
+    async def resize_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Outcome:
+        self.writes.append(Write("resize", "Pod", name, patch))
+        refused = self._refused("resize_pod")
+        if refused is not None:
+            return refused
+        pod = self.pods.get(name)
+        if pod is None:
+            return Outcome(404, "NotFound")
+        for change in patch["spec"]["containers"]:
+            for container in pod["spec"]["containers"]:
+                if container["name"] == change["name"]:
+                    container["resources"] = copy.deepcopy(change["resources"])
+        version = self._bump(pod)
+        self._watch_pod(pod)
+        return Outcome(200, resource_version=version)
 
     def post_event_soon(
         self, involved: dict[str, Any], *, type_: str, reason: str, message: str

@@ -560,14 +560,14 @@ def test_an_image_change_updates_the_pods_in_place_one_node_at_a_time() -> None:
         controller = cluster.start(agent(updateStrategy=in_place))
         await settle()
         cluster.run_pods()
-        cluster.restart_changed_containers()
+        cluster.kubelets_catch_up()
         await settle()
         cluster.update_spec(template=template(NEW))
         for _ in range(4):
             await settle()
             # No kubelet has restarted the patched pod yet: the budget (1) is spent on it.
             patched_at_once.append(images_patched())
-            cluster.restart_changed_containers()
+            cluster.kubelets_catch_up()
         await settle()
         await controller.stop()
 
@@ -597,12 +597,12 @@ def test_going_back_to_the_previous_images_updates_in_place_too() -> None:
         controller = cluster.start(agent(updateStrategy=in_place))
         await settle()
         cluster.run_pods()
-        cluster.restart_changed_containers()
+        cluster.kubelets_catch_up()
         await settle()
         for image in (NEW, OLD):  # an update, then its undo
             cluster.update_spec(template=template(image))
             await settle()
-            cluster.restart_changed_containers()
+            cluster.kubelets_catch_up()
             await settle()
         await controller.stop()
 
@@ -612,3 +612,70 @@ def test_going_back_to_the_previous_images_updates_in_place_too() -> None:
     assert {pod["spec"]["containers"][0]["image"] for pod in cluster.pods.values()} == {OLD}
     assert cluster.reasons().count("SuccessfulUpdatePodInPlace") == 4
     assert cluster.status()["numberAvailable"] == 2
+
+
+def with_cpu(image: str, cpu: str) -> dict[str, Any]:
+    shaped = template(image)
+    shaped["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    return shaped
+
+
+IN_PLACE = {
+    "type": "RollingUpdate",
+    "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 2},
+}
+
+
+def test_new_cpu_requests_resize_the_pods_without_replacing_or_restarting_them() -> None:
+    cluster = FakeCluster()
+    cluster.apply_pod_patches = True
+    cluster.add_nodes("n1", "n2")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(updateStrategy=IN_PLACE, template=with_cpu(OLD, "100m")))
+        await settle()
+        cluster.run_pods()
+        cluster.kubelets_catch_up()
+        await settle()
+        cluster.update_spec(template=with_cpu(OLD, "250m"))
+        await settle()
+        assert cluster.status()["numberAvailable"] == 0  # not before the kubelets resized
+        cluster.kubelets_catch_up()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    created = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
+    assert sorted(created) == sorted(cluster.pods)
+    assert sorted(w.name for w in cluster.writes if w.verb == "resize") == sorted(cluster.pods)
+    for pod in cluster.pods.values():
+        assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "250m"}}
+        assert [s["restartCount"] for s in pod["status"]["containerStatuses"]] == [0]
+    assert cluster.status()["numberAvailable"] == 2
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_a_pod_the_api_server_will_not_resize_is_replaced() -> None:
+    cluster = FakeCluster()
+    cluster.apply_pod_patches = True
+    cluster.add_nodes("n1")
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(updateStrategy=IN_PLACE, template=with_cpu(OLD, "100m")))
+        await settle()
+        cluster.run_pods()
+        cluster.kubelets_catch_up()
+        await settle()
+        cluster.refuse("resize_pod", Outcome(422, "Pod QoS is immutable"))
+        cluster.update_spec(template=with_cpu(OLD, "250m"))
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    (pod,) = cluster.pods.values()
+    created = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
+    assert created[-1] == pod["metadata"]["name"] != created[0]
+    assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "250m"}}
+    assert any("cannot be resized in place" in m for m in cluster.messages("SuccessfulDelete"))

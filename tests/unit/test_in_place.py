@@ -9,8 +9,12 @@ from typing import Any
 
 from kubeherd.daemonset.core.in_place import (
     IN_PLACE_ANNOTATION,
+    Target,
     compatible_revisions,
     in_place_key,
+    qos_class,
+    quantity,
+    resize_patch,
     update_patch,
     update_status,
 )
@@ -40,6 +44,69 @@ def test_templates_that_differ_in_images_only_share_an_in_place_key() -> None:
     changed_args = template("agent:2")
     changed_args["spec"]["containers"][0]["args"] = ["--quiet"]
     assert in_place_key(template("agent:1")) != in_place_key(changed_args)
+
+
+def sized(cpu: str | None, memory: str | None = "64Mi", limits: bool = False) -> dict[str, Any]:
+    shaped = template()
+    values = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    resources = {"requests": values, **({"limits": values} if limits else {})}
+    shaped["spec"]["containers"][0]["resources"] = resources
+    return shaped
+
+
+def guaranteed(cpu: str) -> dict[str, Any]:
+    """Limits on every container, requests equal (by default) to them."""
+    shaped = sized(cpu, "64Mi", limits=True)
+    shaped["spec"]["containers"][1]["resources"] = {"limits": {"cpu": "1000m", "memory": "1Mi"}}
+    return shaped
+
+
+def test_new_cpu_and_memory_of_the_same_qos_class_keep_the_in_place_key() -> None:
+    assert in_place_key(sized("100m")) == in_place_key(sized("250m", "128Mi"))
+    # BestEffort to Burstable, Burstable to Guaranteed: a running pod cannot change its class.
+    assert in_place_key(template()) != in_place_key(sized("100m"))
+    assert in_place_key(sized("100m")) != in_place_key(guaranteed("100m"))
+    assert in_place_key(guaranteed("100m")) == in_place_key(guaranteed("200m"))
+    ephemeral = sized("100m")
+    ephemeral["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "1Gi"
+    assert in_place_key(sized("100m")) != in_place_key(ephemeral)
+
+
+def test_quantities_and_qos_classes_read_as_kubernetes_reads_them() -> None:
+    assert quantity("100m") == quantity("0.1") == quantity("1e-1")
+    assert quantity("64Mi") == 64 * 1024**2
+    assert quantity("2k") == 2000
+    assert quantity("ten") is None
+    assert qos_class(template()["spec"]) == "BestEffort"
+    assert qos_class(sized("100m")["spec"]) == "Burstable"
+    assert qos_class(guaranteed("1")["spec"]) == "Guaranteed"
+    assert qos_class(sized("1", "64Mi", limits=True)["spec"]) == "Burstable"  # the sidecar
+
+
+def test_the_resize_sends_only_the_containers_whose_cpu_or_memory_change() -> None:
+    pod_body = live_pod({"agent": "agent:1", "sidecar": "proxy:1"}, {})
+    pod_body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "0.1"}}
+    unchanged = Target.of(sized("100m", None))
+    grown = Target.of(sized("250m", None))
+
+    assert resize_patch(pod_body, unchanged) is None
+    assert resize_patch(pod_body, grown) == {
+        "spec": {"containers": [{"name": "agent", "resources": {"requests": {"cpu": "250m"}}}]}
+    }
+
+
+def test_a_resized_pod_is_not_ready_until_its_kubelet_reports_the_new_resources() -> None:
+    body = updated_pod(restarts=4)
+    record = {"revision": "r2", "restartCounts": {}, "resized": ["agent"]}
+    body["metadata"]["annotations"][IN_PLACE_ANNOTATION] = json.dumps(record)
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "250m"}}
+    body["status"]["containerStatuses"][0]["resources"] = {"requests": {"cpu": "100m"}}
+
+    assert not PodInfo.from_body(body).ready
+    body["status"]["containerStatuses"][0]["resources"] = {"requests": {"cpu": "0.25"}}
+    assert PodInfo.from_body(body).ready
+    body["status"]["conditions"].append({"type": "PodResizeInProgress", "status": "True"})
+    assert not PodInfo.from_body(body).ready
 
 
 def test_the_revisions_a_template_can_update_in_place_are_those_of_its_key() -> None:
@@ -74,7 +141,8 @@ def live_pod(images: dict[str, str], restarts: dict[str, int], **metadata: Any) 
 def test_the_patch_changes_only_the_changed_images_and_records_their_restart_counts() -> None:
     pod_body = live_pod({"agent": "agent:1", "sidecar": "proxy:1"}, {"agent": 3, "sidecar": 0})
 
-    operations = update_patch(pod_body, {"agent": "agent:2", "sidecar": "proxy:1"}, "r2")
+    target = Target({"agent": "agent:2", "sidecar": "proxy:1"}, {})
+    operations = update_patch(pod_body, target, "r2")
 
     assert operations is not None
     assert operations[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "41"}
@@ -92,7 +160,8 @@ def test_the_patch_changes_only_the_changed_images_and_records_their_restart_cou
 def test_a_pod_without_a_container_of_the_template_cannot_be_updated_in_place() -> None:
     pod_body = live_pod({"agent": "agent:1"}, {"agent": 0})
 
-    assert update_patch(pod_body, {"agent": "agent:2", "sidecar": "proxy:2"}, "r2") is None
+    target = Target({"agent": "agent:2", "sidecar": "proxy:2"}, {})
+    assert update_patch(pod_body, target, "r2") is None
 
 
 def updated_pod(restarts: int) -> dict[str, Any]:

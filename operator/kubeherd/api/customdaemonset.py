@@ -387,11 +387,13 @@ class RollingUpdate(Model):
         default=RollingUpdateType.STANDARD,
         description="Standard deletes an old pod and creates a new one. InPlaceIfPossible "
         "updates a pod where it runs when the new template differs from its revision only in "
-        "container images: same pod, same node, the kubelet restarts the changed containers. "
-        "Any other change is rolled out the Standard way. Counts against maxUnavailable like "
-        "a replacement: an updated pod is unavailable until its new containers run and it is "
-        "Ready for minReadySeconds. Needs a real kubelet. Not in the native DaemonSet "
-        "(OpenKruise has it).",
+        "container images and containers' CPU and memory (with the same QoS class): same pod, "
+        "same node; the kubelet restarts the containers whose image changed and resizes the "
+        "others (through the pod's resize subresource). Any other change, or a resize the API "
+        "server refuses, replaces the pod as Standard does. Counts against maxUnavailable like "
+        "a replacement: an updated pod is unavailable until its kubelet has carried out the "
+        "update and it is Ready for minReadySeconds. Needs a real kubelet. Not in the native "
+        "DaemonSet (OpenKruise has it).",
     )
 
 

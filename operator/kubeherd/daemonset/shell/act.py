@@ -106,7 +106,14 @@ class Act:
         rollout.rolling, rollout.deleted = plan.rolling, plan.rollout_deleted
         await delete_pods(self.kube, self.events, body, pacing, plan.deletes, self.clock())
         rollout.updated = plan.rollout_updated - await update_pods_in_place(
-            self.kube, self.events, body, plan.updates, spec, state.history.revision
+            self.kube,
+            self.events,
+            body,
+            pacing,
+            plan.updates,
+            spec,
+            state.history.revision,
+            self.clock(),
         )
         kept_back = {create.revision for create in plan.creates} - {state.history.revision}
         templates = (

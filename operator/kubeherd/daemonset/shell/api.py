@@ -38,6 +38,17 @@ class DaemonSetApi:
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
         return await self.kube.write("POST", PODS.path(namespace), body=pod)
 
+    async def resize_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Outcome:
+        """A strategic-merge patch of the pod's `resize` subresource: its containers' CPU and
+        memory, which the kubelet then applies to the running containers."""
+        return await self.kube.write(
+            "PATCH",
+            PODS.path(namespace, name) + "/resize",
+            body=patch,
+            content_type="application/strategic-merge-patch+json",
+            with_version=True,
+        )
+
     async def delete_pod(self, namespace: str, name: str, uid: str) -> Outcome:
         # The uid precondition makes a late or repeated delete harmless: it can never remove
         # a newer pod that took the same name.

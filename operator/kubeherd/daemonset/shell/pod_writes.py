@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.claims import PodClaims
-from kubeherd.daemonset.core.in_place import container_images, update_patch
+from kubeherd.daemonset.core.in_place import Target, resize_patch, update_patch
 from kubeherd.daemonset.core.model import ExpectedPod
 from kubeherd.daemonset.core.nodes import DeletePod
 from kubeherd.daemonset.core.plan import PlannedCreate
@@ -81,39 +82,49 @@ async def update_pods_in_place(
     kube: DaemonSetApi,
     events: EventRecorder,
     body: Mapping[str, Any],
+    pacing: Pacing,
     updates: list[UpdatePod],
     spec: DaemonSetSpec,
     revision: str,
+    now: float,
 ) -> set[str]:
-    """Update each pod in place to the template's images and `revision`, reading it first (its
-    containers' restart counts go into the update's record). Returns the uids of the pods not
-    updated (changed meanwhile, gone, or refused): the next pass plans them again."""
+    """Update each pod in place to the template's resources and images and to `revision`,
+    reading it first. A pod the API server will not resize (its new resources would change
+    its QoS class, say) is replaced instead. Returns the uids of the pods not updated (changed
+    meanwhile, gone, refused, or deleted): the next pass plans them again."""
     if not updates:
         return set()
     namespace = body["metadata"]["namespace"]
-    images = container_images(spec.template)
+    target = Target.of(spec.template)
     results = await asyncio.gather(
-        *(_update_in_place(kube, namespace, update, images, revision) for update in updates)
+        *(_update_in_place(kube, namespace, update, target, revision) for update in updates)
     )
     not_updated = set()
-    for update, (outcome, changes) in zip(updates, results, strict=True):
-        if outcome is not None and outcome.ok:
+    for update, result in zip(updates, results, strict=True):
+        pod, node = update.pod.name, update.node
+        if result.outcome is not None and result.outcome.ok:
             events.record(
                 body,
                 "Normal",
                 "SuccessfulUpdatePodInPlace",
-                f"Updated pod {update.pod.name} on node {update.node} in place: {changes}",
+                f"Updated pod {pod} on node {node} in place: {result.changes}",
             )
             continue
         not_updated.add(update.pod.uid)
-        if outcome is not None and not outcome.not_found and not _changed_meanwhile(outcome):
-            events.record(
-                body,
-                "Warning",
-                "FailedUpdatePodInPlace",
-                f"Error updating pod {update.pod.name} on node {update.node} in place: "
-                f"{outcome.message}",
-            )
+        outcome = result.outcome
+        if outcome is None or outcome.not_found or _changed_meanwhile(outcome):
+            continue
+        if result.resize_refused:
+            why = f"it cannot be resized in place ({outcome.message})"
+            replace = DeletePod(node, update.pod, why)
+            await delete_pods(kube, events, body, pacing, [replace], now)
+            continue
+        events.record(
+            body,
+            "Warning",
+            "FailedUpdatePodInPlace",
+            f"Error updating pod {pod} on node {node} in place: {outcome.message}",
+        )
     return not_updated
 
 
@@ -122,30 +133,42 @@ def _changed_meanwhile(outcome: Outcome) -> bool:
     return outcome.status == 422 and "test failed" in outcome.message
 
 
+@dataclass(frozen=True)
+class _Updated:
+    # The last write's outcome; None: nothing was sent (the pod is not the one planned for).
+    outcome: Outcome | None
+    # What changed, for the event; whether the refusal was the resize's.
+    changes: str = ""
+    resize_refused: bool = False
+
+
 async def _update_in_place(
-    kube: DaemonSetApi,
-    namespace: str,
-    update: UpdatePod,
-    images: Mapping[str, str],
-    revision: str,
-) -> tuple[Outcome | None, str]:
-    """The patch's outcome (None: nothing was sent, the pod is not the one planned for) and the
-    image changes it made, for the event."""
+    kube: DaemonSetApi, namespace: str, update: UpdatePod, target: Target, revision: str
+) -> _Updated:
     pod = await kube.get_object(POD_KIND, namespace, update.pod.name)
     metadata = (pod or {}).get("metadata") or {}
     if pod is None or metadata.get("uid") != update.pod.uid or metadata.get("deletionTimestamp"):
-        return None, ""
-    operations = update_patch(pod, images, revision)
-    if operations is None:
-        return None, ""
+        return _Updated(None)
     containers = (pod.get("spec") or {}).get("containers") or []
-    changes = ", ".join(
-        f"container {c.get('name')} image {c.get('image')} -> {images[c.get('name')]}"
+    changes = [
+        f"container {c.get('name')} image {c.get('image')} -> {target.images[c.get('name')]}"
         for c in containers
-        if c.get("name") in images and c.get("image") != images[c.get("name")]
-    )
+        if c.get("name") in target.images and c.get("image") != target.images[c.get("name")]
+    ]
+    resize = resize_patch(pod, target)
+    version, resized = None, []
+    if resize is not None:
+        outcome = await kube.resize_pod(namespace, update.pod.name, resize)
+        if not outcome.ok:
+            return _Updated(outcome, resize_refused=outcome.status in (403, 422))
+        version = outcome.resource_version or None
+        resized = [container["name"] for container in resize["spec"]["containers"]]
+        changes += [f"container {name} resized" for name in resized]
+    operations = update_patch(pod, target, revision, resized, version)
+    if operations is None:
+        return _Updated(None)
     outcome = await kube.patch_object(POD_KIND, namespace, update.pod.name, operations)
-    return outcome, changes or "labels only"
+    return _Updated(outcome, ", ".join(changes) or "labels only")
 
 
 # Fresh names tried for one pod before its create counts as refused.
