@@ -88,6 +88,43 @@ def test_an_image_only_update_restarts_the_container_in_the_same_pod(
     assert daemonsets.events(name, "SuccessfulDelete") == []
 
 
+def with_cpu(manifest: dict[str, Any], cpu: str) -> dict[str, Any]:
+    template: dict[str, Any] = copy.deepcopy(manifest["spec"]["template"])
+    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "32Mi"}}
+    return template
+
+
+def test_new_cpu_resizes_the_running_container_without_a_restart(daemonsets: DaemonSets) -> None:
+    manifest = sleeper("resized")
+    manifest["spec"]["template"] = with_cpu(manifest, "50m")
+    name = daemonsets.create(manifest)
+    daemonsets.wait_for_nodes(name, {NODE_NAME}, timeout=120)
+    daemonsets.wait_for_status(name, numberAvailable=1, timeout=60)
+    (old,) = daemonsets.pods(name)
+    before = container_status(old)
+
+    daemonsets.patch_spec(name, {"template": with_cpu(manifest, "100m")})
+
+    def resized() -> Any:
+        pods = daemonsets.pods(name)
+        if len(pods) != 1 or revision_of(pods[0]) == revision_of(old) or not is_ready(pods[0]):
+            return None
+        resources = container_status(pods[0]).resources
+        return pods[0] if resources and resources.requests.get("cpu") == "100m" else None
+
+    pod = eventually(resized, timeout=90, what="the running container with 100m of CPU")
+    assert pod.metadata.uid == old.metadata.uid
+    assert container_status(pod).restart_count == before.restart_count
+    assert pod.spec.containers[0].resources.requests["cpu"] == "100m"
+    eventually(
+        lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
+        timeout=30,
+        what="the rollout complete",
+    )
+    (event,) = daemonsets.events(name, "SuccessfulUpdatePodInPlace")
+    assert "container box resized" in event.message
+
+
 def test_a_change_beyond_images_replaces_the_pod(daemonsets: DaemonSets) -> None:
     manifest = sleeper("not-in-place")
     name = daemonsets.create(manifest)
