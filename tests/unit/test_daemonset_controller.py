@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.core.pods import REVISION_LABEL
 from kubeherd.daemonset.core.revisions import revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
@@ -539,6 +540,20 @@ def test_a_selector_stored_before_the_crd_refused_it_is_reported_once_and_touche
     assert cluster.reasons().count("InvalidSelector") == 1
 
 
+async def start_running(cluster: FakeCluster, manifest: dict[str, Any]) -> DaemonSetController:
+    """The controller with `manifest`, its pods created, running and reported by the kubelets."""
+    controller = cluster.start(manifest)
+    await settle()
+    cluster.run_pods()
+    cluster.kubelets_catch_up()
+    await settle()
+    return controller
+
+
+def created_pods(cluster: FakeCluster) -> list[str]:
+    return [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
+
+
 def test_an_image_change_updates_the_pods_in_place_one_node_at_a_time() -> None:
     cluster = FakeCluster()
     cluster.apply_pod_patches = True
@@ -557,11 +572,7 @@ def test_an_image_change_updates_the_pods_in_place_one_node_at_a_time() -> None:
         )
 
     async def scenario() -> None:
-        controller = cluster.start(agent(updateStrategy=in_place))
-        await settle()
-        cluster.run_pods()
-        cluster.kubelets_catch_up()
-        await settle()
+        controller = await start_running(cluster, agent(updateStrategy=in_place))
         cluster.update_spec(template=template(NEW))
         for _ in range(4):
             await settle()
@@ -572,7 +583,7 @@ def test_an_image_change_updates_the_pods_in_place_one_node_at_a_time() -> None:
         await controller.stop()
 
     run_virtually(scenario)
-    before = {w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")}
+    before = set(created_pods(cluster))
     pods = list(cluster.pods.values())
     assert {pod["metadata"]["name"] for pod in pods} == before  # the same pods, none replaced
     assert {pod["spec"]["containers"][0]["image"] for pod in pods} == {NEW}
@@ -594,11 +605,7 @@ def test_going_back_to_the_previous_images_updates_in_place_too() -> None:
     }
 
     async def scenario() -> None:
-        controller = cluster.start(agent(updateStrategy=in_place))
-        await settle()
-        cluster.run_pods()
-        cluster.kubelets_catch_up()
-        await settle()
+        controller = await start_running(cluster, agent(updateStrategy=in_place))
         for image in (NEW, OLD):  # an update, then its undo
             cluster.update_spec(template=template(image))
             await settle()
@@ -607,8 +614,7 @@ def test_going_back_to_the_previous_images_updates_in_place_too() -> None:
         await controller.stop()
 
     run_virtually(scenario)
-    created = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
-    assert sorted(created) == sorted(cluster.pods)
+    assert sorted(created_pods(cluster)) == sorted(cluster.pods)
     assert {pod["spec"]["containers"][0]["image"] for pod in cluster.pods.values()} == {OLD}
     assert cluster.reasons().count("SuccessfulUpdatePodInPlace") == 4
     assert cluster.status()["numberAvailable"] == 2
@@ -632,11 +638,9 @@ def test_new_cpu_requests_resize_the_pods_without_replacing_or_restarting_them()
     cluster.add_nodes("n1", "n2")
 
     async def scenario() -> None:
-        controller = cluster.start(agent(updateStrategy=IN_PLACE, template=with_cpu(OLD, "100m")))
-        await settle()
-        cluster.run_pods()
-        cluster.kubelets_catch_up()
-        await settle()
+        controller = await start_running(
+            cluster, agent(updateStrategy=IN_PLACE, template=with_cpu(OLD, "100m"))
+        )
         cluster.update_spec(template=with_cpu(OLD, "250m"))
         await settle()
         assert cluster.status()["numberAvailable"] == 0  # not before the kubelets resized
@@ -645,8 +649,7 @@ def test_new_cpu_requests_resize_the_pods_without_replacing_or_restarting_them()
         await controller.stop()
 
     run_virtually(scenario)
-    created = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
-    assert sorted(created) == sorted(cluster.pods)
+    assert sorted(created_pods(cluster)) == sorted(cluster.pods)
     assert sorted(w.name for w in cluster.writes if w.verb == "resize") == sorted(cluster.pods)
     for pod in cluster.pods.values():
         assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "250m"}}
@@ -661,11 +664,9 @@ def test_a_pod_the_api_server_will_not_resize_is_replaced() -> None:
     cluster.add_nodes("n1")
 
     async def scenario() -> None:
-        controller = cluster.start(agent(updateStrategy=IN_PLACE, template=with_cpu(OLD, "100m")))
-        await settle()
-        cluster.run_pods()
-        cluster.kubelets_catch_up()
-        await settle()
+        controller = await start_running(
+            cluster, agent(updateStrategy=IN_PLACE, template=with_cpu(OLD, "100m"))
+        )
         cluster.refuse("resize_pod", Outcome(422, "Pod QoS is immutable"))
         cluster.update_spec(template=with_cpu(OLD, "250m"))
         await settle()
@@ -675,7 +676,7 @@ def test_a_pod_the_api_server_will_not_resize_is_replaced() -> None:
 
     run_virtually(scenario)
     (pod,) = cluster.pods.values()
-    created = [w.name for w in cluster.writes if (w.verb, w.kind) == ("create", "Pod")]
+    created = created_pods(cluster)
     assert created[-1] == pod["metadata"]["name"] != created[0]
     assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "250m"}}
     assert any("cannot be resized in place" in m for m in cluster.messages("SuccessfulDelete"))
