@@ -226,6 +226,16 @@ def test_a_name_longer_than_a_label_value_is_refused(kubectl: Kubectl, namespace
             "rollingUpdateType InPlaceIfPossible updates pods within maxUnavailable",
         ),
         ({"rollingUpdateType": "Sideways"}, 'supported values: "Standard", "InPlaceIfPossible"'),
+        ({"topologyKey": "zone,region"}, "topologyKey must be a label key"),
+        ({"topologyKey": ""}, "topologyKey"),
+        (
+            {
+                "selector": {
+                    "matchExpressions": [{"key": "wave", "operator": "Exists", "values": ["1"]}]
+                }
+            },
+            "values must be given for In and NotIn, and only for them",
+        ),
     ],
 )
 def test_rolling_update_limits_that_cannot_work_are_refused(
@@ -244,6 +254,8 @@ def test_rolling_update_limits_that_cannot_work_are_refused(
         {"maxUnavailable": 0, "maxSurge": "10%"},
         {"partition": 3},
         {"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "20%", "maxSurge": 0},
+        {"selector": {"matchLabels": {"rollout-wave": "1"}}},
+        {"topologyKey": "topology.kubernetes.io/zone", "maxSurge": 1, "maxUnavailable": 0},
     ],
 )
 def test_rolling_update_limits_that_work_are_accepted(

@@ -395,6 +395,32 @@ class RollingUpdate(Model):
         "update and it is Ready for minReadySeconds. Needs a real kubelet. Not in the native "
         "DaemonSet (OpenKruise has it).",
     )
+    selector: LabelSelector | None = Field(
+        default=None,
+        description="Node labels: a rolling update replaces or updates only the pods of the "
+        "eligible nodes whose labels match; the other nodes keep the revision they run (they "
+        "still count for maxUnavailable), and a node without a pod still gets one of the "
+        "current template. Change it to move the update on to more nodes. Absent: every node. "
+        "Not in the native DaemonSet (OpenKruise has it).",
+    )
+    topology_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=LABEL_KEY_LENGTH,
+        description="A node label key (such as topology.kubernetes.io/zone): the update goes "
+        "one failure domain at a time, in sorted order of the label's values, nodes without "
+        "the label last. A domain starts once every node of the one before runs an available "
+        "pod of the new revision; maxUnavailable and maxSurge apply within it. Not in the "
+        "native DaemonSet.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": label_key_rule("self"),
+                    "message": f"topologyKey must be a label key: {LABEL_KEY_TEXT}",
+                }
+            ]
+        },
+    )
 
 
 class UpdateStrategy(Model):
