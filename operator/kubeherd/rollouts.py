@@ -116,6 +116,12 @@ def status_verdict(cds: Mapping[str, Any]) -> Verdict:
             "the partition keeps the rest on the previous revision",
             done=True,
         )
+    if reason == "WaveRolledOut":
+        return Verdict(
+            f"roll out of this wave complete: {updated} of {desired} nodes updated; "
+            "rollingUpdate.selector keeps the rest on their revision",
+            done=True,
+        )
     waiting = f'Waiting for customdaemonset "{name}" rollout to finish: '
     if updated < desired:
         paused = " (paused)" if reason == "Paused" else ""

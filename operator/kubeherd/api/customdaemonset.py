@@ -573,8 +573,9 @@ class CustomDaemonSetStatus(Model):
     conditions: list[Condition] | None = Field(
         default=None,
         description="Available; Progressing (RollingUpdate, RolloutComplete, PartitionRolledOut, "
-        "Paused or ProgressDeadlineExceeded); ReplicaFailure while the API server refuses creates; "
-        "TemplateValid False (InvalidTemplate) while it refuses the pod template itself.",
+        "WaveRolledOut, Paused or ProgressDeadlineExceeded); ReplicaFailure while the API "
+        "server refuses creates; TemplateValid False (InvalidTemplate) while it refuses the pod "
+        "template itself.",
         json_schema_extra=list_map("type"),
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 from kubeherd.daemonset.core.plan import PassPlan, Stop, plan_pass
 from kubeherd.daemonset.core.report import ReportInput, report
 from kubeherd.daemonset.core.spec import DaemonSetSpec, kept_body, parse_spec
-from kubeherd.daemonset.core.status import refused_selector_status
+from kubeherd.daemonset.core.status import WaveView, refused_selector_status
 from kubeherd.daemonset.shell.act import Act, Acted
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.reads import IdentityLookup, Reads, no_identity
@@ -178,7 +178,7 @@ class DaemonSetController:
         if plan.stop is Stop.SELECTOR:
             await self._refuse_selector(key, state)
         elif plan.stop is Stop.TEMPLATE:
-            await self._write_status(key, state, state.spec, 0, plan.decided_at)
+            await self._write_status(key, state, state.spec, 0, WaveView(), plan.decided_at)
         elif plan.stop is None:
             self._first_pass_logged(key, state, plan)
             await self._report(key, state, plan)
@@ -199,7 +199,7 @@ class DaemonSetController:
         logger.info("%s/%s: first pass %.1fs after start: %s", *key, elapsed, todo)
 
     async def _report(self, key: Key, state: DaemonSetState, plan: PassPlan) -> None:
-        state.status.last_pass = (state.spec, len(plan.kept_back))
+        state.status.last_pass = (state.spec, len(plan.kept_back), plan.waves)
         since = self.clock() - state.status.computed_at
         if since < STATUS_INTERVAL:
             # While pods start by the thousand, each pass would otherwise sum up every node
@@ -207,7 +207,9 @@ class DaemonSetController:
             if not self.runner.pending(key, STATUS_TIMER):
                 self.runner.wake_later(key, STATUS_TIMER, STATUS_INTERVAL - since)
             return
-        await self._write_status(key, state, state.spec, len(plan.kept_back), plan.decided_at)
+        await self._write_status(
+            key, state, state.spec, len(plan.kept_back), plan.waves, plan.decided_at
+        )
 
     async def _refuse_selector(self, key: Key, state: DaemonSetState) -> None:
         """A selector the API server would refuse (stored before the CRD refused it): no query
@@ -247,6 +249,7 @@ class DaemonSetController:
         state: DaemonSetState,
         spec: DaemonSetSpec,
         kept_back: int,
+        waves: WaveView,
         decided_at: float | None,
     ) -> None:
         now = self.clock()
@@ -267,6 +270,7 @@ class DaemonSetController:
                 template_problem=state.template.problem,
                 now=now,
                 decided_at=decided_at,
+                waves=waves,
             )
         )
         state.rollout.progress = result.progress

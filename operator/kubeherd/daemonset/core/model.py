@@ -97,11 +97,18 @@ def _waiting_reason(status: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
-    """One node's standing for one CustomDaemonSet: its verdict and its daemon pods."""
+    """One node's standing for one CustomDaemonSet: its verdict, its daemon pods, and where
+    its labels put it in a rollout's waves."""
 
     verdict: Verdict
     # Terminating and failed pods included: the status counts them, as the native one does.
     pods: tuple[PodInfo, ...]
+    # Whether rollingUpdate.selector matches the node's labels (True without a selector), and
+    # its value of rollingUpdate.topologyKey ("" without a key or the label). Kept here so a
+    # rollout step never reads a Node: the record is recomputed whenever the node is dirty,
+    # and a new generation (a changed selector or key) makes every node dirty.
+    in_wave: bool = True
+    domain: str = ""
 
     @property
     def oldest_pod(self) -> PodInfo | None:

@@ -6,10 +6,12 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubeherd.daemonset.core.claims import selector_matches
 from kubeherd.daemonset.core.eligibility import NodeInfo, compile_pod_requirements
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo, oldest_of, pod_available
 
@@ -38,6 +40,24 @@ def pods_to_keep(running: Sequence[PodInfo], surge: SurgeRule | None) -> list[Po
         return [new]
     old = oldest_of(pod for pod in running if pod.revision != surge.revision)
     return [new] if old is None or not old.ready else [new, old]
+
+
+@dataclass(frozen=True)
+class WaveRule:
+    """rollingUpdate.selector and topologyKey: what a rollout's waves read of a node."""
+
+    selector: Mapping[str, Any] | None = None
+    topology_key: str = ""
+
+    def in_wave(self, node: NodeInfo) -> bool:
+        return self.selector is None or selector_matches(self.selector, node.labels)
+
+    def domain(self, node: NodeInfo) -> str:
+        # Interned: a few zone names shared by thousands of records.
+        return sys.intern(node.labels.get(self.topology_key, "")) if self.topology_key else ""
+
+
+NO_WAVES = WaveRule()
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,7 @@ def plan_nodes(
     may_delete_failed: Callable[[str], bool] = lambda _node: True,
     surge: SurgeRule | None = None,
     pending: Mapping[str, str] | None = None,
+    waves: WaveRule = NO_WAVES,
 ) -> NodePlan:
     """Plan the daemon pods of the given nodes only (the ones whose inputs changed).
 
@@ -78,7 +99,8 @@ def plan_nodes(
     with the native controller. With `surge`, a node may hold an old pod beside a new one until
     the new one is available, and a new pod may start beside Terminating ones. `pending` names
     the nodes whose create was sent but is not in `pods_on_node` yet (node -> revision).
-    A failed pod stays, visible, while its node's backoff runs (`may_delete_failed`)."""
+    A failed pod stays, visible, while its node's backoff runs (`may_delete_failed`).
+    Each record notes where `waves` puts its node."""
     plan = NodePlan()
     requirements = compile_pod_requirements(pod_spec)
     pending = pending or {}
@@ -121,5 +143,7 @@ def plan_nodes(
             plan.deletes += [
                 DeletePod(name, pod, verdict.detail or str(verdict.reason)) for pod in active
             ]
-        plan.records[name] = NodeRecord(verdict, tuple(pods))
+        plan.records[name] = NodeRecord(
+            verdict, tuple(pods), in_wave=waves.in_wave(node), domain=waves.domain(node)
+        )
     return plan

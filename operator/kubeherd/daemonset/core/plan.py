@@ -31,8 +31,16 @@ from kubeherd.daemonset.core.revisions import (
     plan_revisions,
     previous_revision,
 )
-from kubeherd.daemonset.core.rollout import UpdatePod, nodes_kept_back, plan_rolling_update
+from kubeherd.daemonset.core.rollout import (
+    ActiveDomain,
+    UpdatePod,
+    active_domain,
+    nodes_kept_back,
+    nodes_outside_wave,
+    plan_rolling_update,
+)
 from kubeherd.daemonset.core.spec import DaemonSetSpec
+from kubeherd.daemonset.core.status import WaveView
 from kubeherd.daemonset.core.template import TemplateVerdict
 from kubeherd.meta import controller_reference
 from kubeherd.names import CUSTOMDAEMONSET
@@ -133,6 +141,10 @@ class PassPlan:
     lost: list[tuple[str, ExpectedPod]] = field(default_factory=list)
     backing_off: list[str] = field(default_factory=list)
     kept_back: frozenset[str] = frozenset()
+    # Eligible nodes rollingUpdate.selector keeps on an older revision, and the failure domain
+    # of topologyKey being updated (None: no key, or every domain done).
+    outside_wave: int = 0
+    active_domain: ActiveDomain | None = None
     rollout_deleted: frozenset[str] = frozenset()
     # Old pods to update in place; and the ones updated that the watch has not shown yet.
     updates: list[UpdatePod] = field(default_factory=list)
@@ -141,6 +153,11 @@ class PassPlan:
     # The moment the plan judged the pods at (None: a stopped pass judged none). A pod that
     # turns available after it needs a pass of its own, even when the status comes later.
     decided_at: float | None = None
+
+    @property
+    def waves(self) -> WaveView:
+        domain = self.active_domain.text if self.active_domain is not None else ""
+        return WaveView(self.outside_wave, domain)
 
 
 class _Overlay(Mapping[str, NodeRecord]):
@@ -249,6 +266,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
         may_delete_failed=lambda name: failed_pod_not_before.get(name, now) <= now,
         surge=surge,
         pending={node: pod.revision for node, pod in expected.items()},
+        waves=spec.waves,
     )
     plan.records = nodes.records
     plan.deletes = nodes.deletes
@@ -257,6 +275,17 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
     ledger = _Overlay(given.ledger, nodes.records)
     if spec.rolling_update and spec.partition > 0:
         plan.kept_back = nodes_kept_back(ledger, revision, spec.partition)
+    if spec.rolling_update and spec.waves.selector is not None:
+        plan.outside_wave = nodes_outside_wave(ledger, revision, plan.kept_back)
+    if spec.rolling_update and spec.waves.topology_key:
+        plan.active_domain = active_domain(
+            ledger,
+            revision,
+            spec.waves.topology_key,
+            plan.kept_back,
+            spec.min_ready_seconds,
+            now,
+        )
     creates = [create.node for create in nodes.creates]
     plan.rolling = given.rolling
     plan.rollout_deleted = given.rollout_deleted
@@ -286,6 +315,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             frozenset(node for node, pod in expected.items() if pod.revision == revision),
             plan.kept_back,
             _in_place_from(given),
+            plan.active_domain,
         )
         planned = {delete.pod.uid for delete in plan.deletes}
         step_deletes = [delete for delete in step.deletes if delete.pod.uid not in planned]

@@ -12,7 +12,7 @@ from typing import Any
 from kubeherd.daemonset.core.model import NodeRecord, parse_time
 from kubeherd.daemonset.core.revisions import RevisionFacts, revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
-from kubeherd.daemonset.core.status import RolloutView, build_status, progressing
+from kubeherd.daemonset.core.status import RolloutView, WaveView, build_status, progressing
 from kubeherd.daemonset.core.summary import Summary, node_selector_text, pods_holding_up, summarize
 from kubeherd.meta import iso_time, status_changed
 
@@ -23,6 +23,7 @@ WAKE_MARGIN = 0.5
 MILESTONES = {
     "RolloutComplete": ("Normal", "RolloutComplete"),
     "PartitionRolledOut": ("Normal", "PartitionRolledOut"),
+    "WaveRolledOut": ("Normal", "WaveRolledOut"),
     "ProgressDeadlineExceeded": ("Warning", "RolloutStuck"),
 }
 
@@ -79,6 +80,7 @@ class ReportInput:
     now: float
     # When the plan this status follows judged the pods (see `summarize`); None: `now`.
     decided_at: float | None = None
+    waves: WaveView = field(default_factory=WaveView)
 
 
 @dataclass
@@ -144,6 +146,7 @@ def _rollout_view(
         on_delete=not spec.rolling_update,
         paused=spec.paused,
         kept_back=given.kept_back,
+        waves=given.waves,
         progress_time=iso_time(progress.since),
     )
     if progressing(summary, view)[1] != "RollingUpdate":
@@ -157,6 +160,8 @@ def _rollout_view(
         f"{summary.desired} eligible nodes run it, {summary.available} are available; "
         f"the update halts at {spec.budget_text}"
     )
+    if view.waves.domain:
+        stuck += f" in {view.waves.domain}"
     if count:
         stuck += f"; {count} new pods are not available: {', '.join(examples)}"
     return replace(view, stuck=stuck), None

@@ -1,5 +1,6 @@
 """The rolling update's next step within its budget (maxUnavailable, or maxSurge), the nodes a
-partition keeps back, and the batches creates go out in.
+partition keeps back, the wave the update may touch (rollingUpdate.selector, the failure
+domain of topologyKey being updated), and the batches creates go out in.
 
 Pure: plain data in, plain data out.
 """
@@ -54,6 +55,75 @@ def nodes_kept_back(
     return frozenset(behind[max(0, allowance - len(updated)) :])
 
 
+@dataclass(frozen=True)
+class ActiveDomain:
+    """The failure domain a rollout by topologyKey updates now: the label's value ("" for the
+    nodes without it), and its place among the domains."""
+
+    key: str
+    value: str
+    position: int
+    count: int
+
+    @property
+    def text(self) -> str:
+        where = f"{self.key}={self.value}" if self.value else f"nodes without {self.key}"
+        return f"{where} ({self.position} of {self.count})"
+
+
+def active_domain(
+    ledger: Mapping[str, NodeRecord],
+    revision: str,
+    topology_key: str,
+    kept_back: frozenset[str],
+    min_ready_seconds: int,
+    now: float,
+) -> ActiveDomain | None:
+    """The first failure domain, in sorted order and the nodes without the label last, that is
+    not done; None when all are. A domain is done when each of its eligible nodes that neither
+    rollingUpdate.selector nor the partition holds back runs only available pods of
+    `revision`."""
+    domains: set[str] = set()
+    unfinished: set[str] = set()
+    for name, record in ledger.items():
+        if not record.verdict.should_run:
+            continue
+        domains.add(record.domain)
+        if record.domain in unfinished or not record.in_wave or name in kept_back:
+            continue
+        pods = record.active_pods
+        if not pods or any(
+            pod.revision != revision or not pod_available(pod, min_ready_seconds, now)
+            for pod in pods
+        ):
+            unfinished.add(record.domain)
+    order = sorted(domains, key=lambda value: (value == "", value))
+    for position, value in enumerate(order, start=1):
+        if value in unfinished:
+            return ActiveDomain(topology_key, value, position, len(order))
+    return None
+
+
+def nodes_outside_wave(
+    ledger: Mapping[str, NodeRecord], revision: str, kept_back: frozenset[str]
+) -> int:
+    """Eligible nodes rollingUpdate.selector keeps on an older revision (the partition's own
+    are counted apart), as the status counts nodes updated: by their oldest pod."""
+    held = 0
+    for name, record in ledger.items():
+        if record.in_wave or not record.verdict.should_run or name in kept_back:
+            continue
+        oldest = record.oldest_pod
+        held += oldest is not None and oldest.revision != revision
+    return held
+
+
+def _held_by_wave(record: NodeRecord, domain: ActiveDomain | None) -> bool:
+    """Whether the wave leaves the node's pods as they are: outside rollingUpdate.selector, or
+    outside the failure domain being updated."""
+    return not record.in_wave or (domain is not None and record.domain != domain.value)
+
+
 def plan_rolling_update(
     ledger: Mapping[str, NodeRecord],
     revision: str,
@@ -64,6 +134,7 @@ def plan_rolling_update(
     already_created: frozenset[str] = frozenset(),
     kept_back: frozenset[str] = frozenset(),
     in_place_from: frozenset[str] = frozenset(),
+    domain: ActiveDomain | None = None,
 ) -> RolloutStep:
     """One step of a rolling update over all eligible nodes, the native way.
 
@@ -77,12 +148,24 @@ def plan_rolling_update(
     watch has not shown yet, so two quick passes never spend a budget twice. Nodes in `kept_back`
     (a partition) are left alone, though they still count for the budget. Old pods of a revision
     in `in_place_from` are updated in place instead of deleted, within the same budget; an
-    update sent that the watch does not show yet is in `already_deleted` too."""
+    update sent that the watch does not show yet is in `already_deleted` too.
+
+    Nodes outside rollingUpdate.selector or outside `domain` (the failure domain being
+    updated, None: every domain) are left alone as well and count for the budget, but their
+    old pods keep the update going: a node relabelled into the wave, or the next domain,
+    needs a step of its own."""
     eligible = {name: record for name, record in ledger.items() if record.verdict.should_run}
     max_surge = resolve_budget(rolling_update.get("maxSurge"), len(eligible), DEFAULT_MAX_SURGE)
     if max_surge > 0:
         return _surge_step(
-            eligible, revision, max_surge, min_ready_seconds, now, already_created, kept_back
+            eligible,
+            revision,
+            max_surge,
+            min_ready_seconds,
+            now,
+            already_created,
+            kept_back,
+            domain,
         )
     max_unavailable = resolve_budget(
         rolling_update.get("maxUnavailable"), len(eligible), DEFAULT_MAX_UNAVAILABLE
@@ -100,10 +183,13 @@ def plan_rolling_update(
             unavailable += 1
         if name in kept_back or record.holds_finished_pod:
             continue
+        held = _held_by_wave(record, domain)
         for pod in pods:
             if pod.revision == revision:
                 continue
             step.outdated = True
+            if held:
+                break
             available = pod_available(pod, min_ready_seconds, now)
             change: DeletePod | UpdatePod
             if pod.revision in in_place_from:
@@ -137,6 +223,7 @@ def _surge_step(
     now: float,
     already_created: frozenset[str],
     kept_back: frozenset[str],
+    domain: ActiveDomain | None,
 ) -> RolloutStep:
     step = RolloutStep()
     surging = 0
@@ -156,6 +243,8 @@ def _surge_step(
         if new or name in already_created:
             if not any(pod_available(pod, min_ready_seconds, now) for pod in new):
                 surging += 1
+            continue
+        if _held_by_wave(record, domain):
             continue
         if any(pod_available(pod, min_ready_seconds, now) for pod in old):
             candidates.append(CreatePod(name))

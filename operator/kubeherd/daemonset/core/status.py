@@ -4,7 +4,7 @@ conditions a user can act on. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubeherd.daemonset.core.summary import Summary
@@ -14,6 +14,16 @@ from kubeherd.meta import condition, conditions_by_type
 OWN_CONDITION_TYPES = frozenset(
     {"Available", "Progressing", "ReplicaFailure", "TemplateValid", "SelectorValid"}
 )
+
+
+@dataclass(frozen=True)
+class WaveView:
+    """Where rollingUpdate.selector and topologyKey hold a rollout."""
+
+    # Eligible nodes the selector keeps on an older revision.
+    outside_wave: int = 0
+    # The failure domain being updated, as the message names it ("" when none).
+    domain: str = ""
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,7 @@ class RolloutView:
     paused: bool = False
     # Eligible nodes a partition keeps on the previous revision.
     kept_back: int = 0
+    waves: WaveView = field(default_factory=WaveView)
     # Why the rollout counts as stuck (no progress within progressDeadlineSeconds), or "".
     stuck: str = ""
     # When the rollout last made progress (RFC 3339), or "".
@@ -49,12 +60,17 @@ def progressing(summary: Summary, rollout: RolloutView) -> tuple[str, str, str]:
             "RolloutComplete",
             f"{rollout.name} runs on all {desired} eligible nodes and is available",
         )
-    if rollout.kept_back and updated + rollout.kept_back >= desired and available >= desired:
-        return (
-            "True",
-            "PartitionRolledOut",
-            f"{running}; the partition keeps {rollout.kept_back} on the previous revision",
-        )
+    outside_wave = rollout.waves.outside_wave
+    held = rollout.kept_back + outside_wave
+    if held and updated + held >= desired and available >= desired:
+        kept = [running]
+        if outside_wave:
+            kept.append(f"rollingUpdate.selector keeps {outside_wave} on their revision")
+        if rollout.kept_back:
+            kept.append(f"the partition keeps {rollout.kept_back} on the previous revision")
+        # A wave done is its own milestone: the user moves the selector on to the next one.
+        reason = "WaveRolledOut" if outside_wave else "PartitionRolledOut"
+        return ("True", reason, "; ".join(kept))
     if rollout.paused:
         return ("False", "Paused", f"the rollout is paused: {running}")
     if rollout.on_delete:
@@ -65,7 +81,12 @@ def progressing(summary: Summary, rollout: RolloutView) -> tuple[str, str, str]:
         )
     if rollout.stuck:
         return ("False", "ProgressDeadlineExceeded", rollout.stuck)
-    return ("True", "RollingUpdate", f"{running}; {available} of {desired} are available")
+    domain = f"; updating {rollout.waves.domain}" if rollout.waves.domain else ""
+    return (
+        "True",
+        "RollingUpdate",
+        f"{running}; {available} of {desired} are available{domain}",
+    )
 
 
 def build_status(

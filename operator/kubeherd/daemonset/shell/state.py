@@ -14,6 +14,7 @@ from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
 from kubeherd.daemonset.core.report import Progress
 from kubeherd.daemonset.core.revisions import RevisionRecord
 from kubeherd.daemonset.core.spec import DaemonSetSpec
+from kubeherd.daemonset.core.status import WaveView
 from kubeherd.defaults import TEMPLATE_CHECK_LIMIT
 from kubeherd.kube.ratelimit import Backoff
 
@@ -46,8 +47,8 @@ class Rollout:
 @dataclass
 class StatusWrites:
     computed_at: float = float("-inf")
-    # What a deferred status would be written for: (spec, nodes kept back).
-    last_pass: tuple[DaemonSetSpec, int] | None = None
+    # What a deferred status would be written for: (spec, nodes kept back, the waves).
+    last_pass: tuple[DaemonSetSpec, int, WaveView] | None = None
     # Our own writes, whose watch events need no pass: their resourceVersions, and the status
     # the last one leaves (its event may come before the write's answer does).
     own_versions: list[str] = field(default_factory=list)
