@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kubeherd.daemonset.controller import DaemonSetController
-from kubeherd.daemonset.core.pods import REVISION_LABEL
+from kubeherd.daemonset.core.pods import REVISION_LABEL, target_node
 from kubeherd.daemonset.core.revisions import revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.core.template import OperatorIdentity
@@ -680,3 +680,81 @@ def test_a_pod_the_api_server_will_not_resize_is_replaced() -> None:
     assert created[-1] == pod["metadata"]["name"] != created[0]
     assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "250m"}}
     assert any("cannot be resized in place" in m for m in cluster.messages("SuccessfulDelete"))
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def nodes_of_writes(cluster: FakeCluster, verb: str, since: int) -> set[str]:
+    """The nodes whose pods were created or deleted by the writes from `since` on."""
+    node_of = {
+        w.name: str(target_node(w.body))
+        for w in cluster.writes
+        if (w.verb, w.kind) == ("create", "Pod")
+    }
+    return {node_of[w.name] for w in cluster.writes[since:] if (w.verb, w.kind) == (verb, "Pod")}
+
+
+def test_a_rolling_update_by_zone_replaces_one_zone_at_a_time_nodes_without_one_last() -> None:
+    cluster = FakeCluster()
+    # Name order and zone order differ, so only the zones can explain the order.
+    cluster.add_nodes("n1", "n4", **{ZONE: "z-b"})
+    cluster.add_nodes("n3", "n5", **{ZONE: "z-a"})
+    cluster.add_nodes("n2", **{ZONE: "z-c"})
+    cluster.add_nodes("n0")
+    by_zone = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2, "topologyKey": ZONE}}
+    deleted_per_round: list[set[str]] = []
+    messages: list[str] = []
+
+    async def scenario() -> None:
+        controller = await start_running(cluster, agent(updateStrategy=by_zone))
+        cluster.update_spec(template=template(NEW))
+        for _ in range(5):
+            since = len(cluster.writes)
+            await settle()
+            deleted_per_round.append(nodes_of_writes(cluster, "delete", since))
+            messages.append(cluster.condition("Progressing")["message"])
+            cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert deleted_per_round == [{"n3", "n5"}, {"n1", "n4"}, {"n2"}, {"n0"}, set()]
+    assert messages[0].endswith(f"; updating {ZONE}=z-a (1 of 4)")
+    assert messages[3].endswith(f"; updating nodes without {ZONE} (4 of 4)")
+    assert set(cluster.images().values()) == {NEW}
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_a_rollout_wave_moves_on_when_its_selector_is_edited() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n3", wave="1")
+    cluster.add_nodes("n2", "n4", wave="2")
+
+    def strategy(*waves: str) -> dict[str, Any]:
+        selector = {"matchExpressions": [{"key": "wave", "operator": "In", "values": list(waves)}]}
+        return {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 4, "selector": selector},
+        }
+
+    async def scenario() -> None:
+        controller = await start_running(cluster, agent(updateStrategy=strategy("1")))
+        cluster.update_spec(template=template(NEW))
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await settle()
+        assert cluster.images() == {"n1": NEW, "n2": OLD, "n3": NEW, "n4": OLD}
+        assert cluster.condition("Progressing")["reason"] == "WaveRolledOut"
+        cluster.update_spec(updateStrategy=strategy("1", "2"))
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert set(cluster.images().values()) == {NEW}
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+    assert cluster.reasons().count("WaveRolledOut") == 1
