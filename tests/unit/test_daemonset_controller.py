@@ -758,3 +758,27 @@ def test_a_rollout_wave_moves_on_when_its_selector_is_edited() -> None:
     assert set(cluster.images().values()) == {NEW}
     assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
     assert cluster.reasons().count("WaveRolledOut") == 1
+
+
+def test_a_node_labelled_into_the_wave_is_updated_without_a_spec_change() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", wave="1")
+    cluster.add_nodes("n2")
+    selector = {"matchLabels": {"wave": "1"}}
+    wave = {"type": "RollingUpdate", "rollingUpdate": {"selector": selector}}
+
+    async def scenario() -> None:
+        controller = await start_running(cluster, agent(updateStrategy=wave))
+        cluster.update_spec(template=template(NEW))
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        assert cluster.images() == {"n1": NEW, "n2": OLD}
+        cluster.add_nodes("n2", wave="1")  # the Node event only: no spec change
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.images() == {"n1": NEW, "n2": NEW}
