@@ -92,6 +92,13 @@ def test_status_is_done_when_a_partition_is_reached() -> None:
     assert verdict.message.startswith("partitioned roll out complete: 3 of 5 nodes updated")
 
 
+def test_status_is_done_when_a_wave_is_reached() -> None:
+    verdict = status_verdict(cds(updated=3, reason="WaveRolledOut"))
+
+    assert verdict.done
+    assert verdict.message.startswith("roll out of this wave complete: 3 of 5 nodes updated")
+
+
 def test_status_refuses_on_delete_as_kubectl_does() -> None:
     verdict = status_verdict(cds(strategy="OnDelete"))
 

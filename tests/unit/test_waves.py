@@ -9,6 +9,7 @@ from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import WaveRule, plan_nodes
 from kubeherd.daemonset.core.plan import NodeView, plan_pass
+from kubeherd.daemonset.core.report import Progress
 from kubeherd.daemonset.core.rollout import (
     RolloutStep,
     active_domain,
@@ -18,7 +19,7 @@ from kubeherd.daemonset.core.rollout import (
 )
 from kubeherd.daemonset.core.status import RolloutView, WaveView, progressing
 from kubeherd.daemonset.core.summary import summarize
-from tests.unit.test_passes import given, rolling, spec_of
+from tests.unit.test_passes import given, report_of, rolling, spec_of, stuck_ledger
 from tests.unit.test_planning import NOW, SPEC, node, pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -235,3 +236,16 @@ def test_a_wave_the_selector_holds_ends_as_wave_rolled_out_not_stuck() -> None:
         message
         == "1 of 2 eligible nodes run revision 2; rollingUpdate.selector keeps 1 on their revision"
     )
+
+
+def test_a_stuck_rollout_by_zone_says_which_zone_it_halts_in() -> None:
+    spec = spec_of(progressDeadlineSeconds=60, **rolling(topologyKey=ZONE))
+    waves = WaveView(domain=f"{ZONE}=z-a (1 of 3)")
+
+    result = report_of(
+        spec, ledger=stuck_ledger(), progress=Progress("r2", 1, 1, NOW - 100), waves=waves
+    )
+
+    progressing = next(c for c in result.status["conditions"] if c["type"] == "Progressing")
+    assert progressing["reason"] == "ProgressDeadlineExceeded"
+    assert f"halts at maxUnavailable 1 in {ZONE}=z-a (1 of 3); " in progressing["message"]
