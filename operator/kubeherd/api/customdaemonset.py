@@ -127,7 +127,7 @@ class LabelSelectorRequirement(Model):
 class LabelSelector(Model):
     match_labels: dict[str, str] | None = Field(
         default=None,
-        description="Labels a pod must carry, each with exactly this value.",
+        description="Labels that must be present, each with exactly this value.",
         json_schema_extra={
             "maxProperties": MAX_LABELS,
             "additionalProperties": SELECTOR_VALUE,
@@ -142,7 +142,7 @@ class LabelSelector(Model):
     match_expressions: list[LabelSelectorRequirement] | None = Field(
         default=None,
         max_length=MAX_EXPRESSIONS,
-        description="Rules on pod labels that must all hold.",
+        description="Rules on the labels that must all hold.",
     )
 
 
