@@ -207,9 +207,7 @@ class DaemonSetController:
             if not self.runner.pending(key, STATUS_TIMER):
                 self.runner.wake_later(key, STATUS_TIMER, STATUS_INTERVAL - since)
             return
-        await self._write_status(
-            key, state, state.spec, len(plan.kept_back), plan.waves, plan.decided_at
-        )
+        await self._write_status(key, state, *state.status.last_pass, plan.decided_at)
 
     async def _refuse_selector(self, key: Key, state: DaemonSetState) -> None:
         """A selector the API server would refuse (stored before the CRD refused it): no query
