@@ -76,7 +76,11 @@ def test_kubeherd_exits_promptly_on_sigterm_and_sigint(
     """Kubernetes stops a pod with SIGTERM, a terminal with SIGINT. Both once left the process
     hanging after Kopf had stopped: asyncio.run joined the thread in which Kopf waited for the
     threading.Event that was its stop flag, and that was never set."""
-    process = KubeherdProcess(unreachable_kubeconfig, tmp_path / "kubeherd.log")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = KubeherdProcess(
+        unreachable_kubeconfig, tmp_path / "kubeherd.log", environment={"TMPDIR": str(temporary)}
+    )
     process.start(timeout=60)
 
     signalled = time.monotonic()
@@ -86,4 +90,6 @@ def test_kubeherd_exits_promptly_on_sigterm_and_sigint(
     assert process.returncode == 0, process.log_tail()
     assert f"Signal {stop_signal.name} is received" in process.output()
     assert "Activity 'stop' succeeded" in process.output()  # kubeherd's cleanup handler ran
+    # The webhook never served (no API server to configure): no key file was left behind.
+    assert list(temporary.iterdir()) == []
     print(f"kubeherd exited {took:.1f}s after {stop_signal.name}")

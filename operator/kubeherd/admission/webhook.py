@@ -83,21 +83,33 @@ class IdleServer:
 class ConfiguringServer(kopf.WebhookServer):
     """Kopf's HTTPS server, which also keeps the configuration pointing at where it serves
     (Kopf's own management of the configuration cannot set a timeout nor share a CA).
-    `key_folder` holds the certificate and private key Kopf loads: removed when it stops, so
-    that no private key outlives the process that served it."""
 
-    def __init__(self, keeper: ConfigurationKeeper, key_folder: Path, **kwargs: Any) -> None:
+    Kopf loads the serving certificate and key from files: they are written to a folder of
+    their own only when the server starts, and removed when it stops, so that no private key
+    outlives the server (an operator stopped before it served leaves none either)."""
+
+    def __init__(
+        self, keeper: ConfigurationKeeper, certificate: ServingCertificate, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.keeper = keeper
-        self.key_folder = key_folder
+        self.certificate = certificate
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        folder = Path(tempfile.mkdtemp(prefix="kubeherd-webhook-"))
         try:
+            self.certfile, self.pkeyfile = folder / "tls.crt", folder / "tls.key"
+            for path, content in (
+                (self.certfile, self.certificate.certificate),
+                (self.pkeyfile, self.certificate.key),
+            ):
+                path.touch(mode=0o600)
+                path.write_bytes(content)
             async for client_config in super().__call__(fn):
                 self.keeper.serving(str(client_config.get("url") or ""))
                 yield client_config
         finally:
-            shutil.rmtree(self.key_folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class ConfigurationKeeper:
@@ -179,23 +191,16 @@ async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServe
         certificate = await shared_certificate(kube, options)
     else:
         certificate = issue([reachable_host(host)], now())
-    folder = Path(tempfile.mkdtemp(prefix="kubeherd-webhook-"))
-    certfile, keyfile = folder / "tls.crt", folder / "tls.key"
-    for path, content in ((certfile, certificate.certificate), (keyfile, certificate.key)):
-        path.touch(mode=0o600)
-        path.write_bytes(content)
     keeper = ConfigurationKeeper(kube, options, certificate)
     return ConfiguringServer(
         keeper,
-        folder,
+        certificate,
         addr=host or None,  # None: every interface
         port=port or None,
         # Kopf serves POSTs under this path only (the URL it reports includes it).
         path=f"/{certificate.path_secret}",
         host=reachable_host(host),
         cadata=certificate.ca,
-        certfile=certfile,
-        pkeyfile=keyfile,
     )
 
 
