@@ -24,6 +24,7 @@ from kubeherd.daemonset.core.revisions import (
 )
 from kubeherd.daemonset.core.spec import parse_spec
 from kubeherd.daemonset.core.template import TemplateVerdict
+from tests.unit.test_passes import given as pass_input
 from tests.unit.test_planning import NOW, node
 
 UID = "uid-cds"
@@ -48,20 +49,7 @@ def cds(image: str = "agent:2", **status: Any) -> dict[str, Any]:
 
 def given(body: dict[str, Any], **fields: Any) -> PassInput:
     spec = parse_spec(body)
-    defaults: dict[str, Any] = {
-        "spec": spec,
-        "revision": spec.template_hash,
-        "previous_revision": None,
-        "dirty": {},
-        "ledger": {},
-        "expected": {},
-        "failed_pod_not_before": {},
-        "rollout_deleted": frozenset(),
-        "rolling": False,
-        "now": NOW,
-        "body": body,
-    }
-    return PassInput(**{**defaults, **fields})
+    return pass_input(spec, **{"revision": spec.template_hash, "body": body, **fields})
 
 
 def pod_body(node_name: str, owner: dict[str, Any] | None, **labels: str) -> dict[str, Any]:
