@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TextIO
@@ -332,17 +332,54 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
     out.write(f"{resource} rolled back\n")
 
 
+# kubectl stops waiting on any of these, silently, with exit code 1.
+STOP_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
+
+
+class StopSignalError(Exception):
+    """A stop signal ended the command."""
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+    raise StopSignalError
+
+
+async def _until_stopped(work: Coroutine[Any, Any, None]) -> None:
+    """Run the work; a stop signal cancels it, so its requests and clients close as it unwinds.
+
+    The loop takes the signals over while it runs: an exception raised by a Python signal
+    handler lands between any two bytecodes, even between creating a coroutine and awaiting
+    it, and leaves warnings about coroutines never awaited on stderr.
+    """
+    loop = asyncio.get_running_loop()
+    running = asyncio.ensure_future(work)
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        running.cancel()
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        await running
+    except asyncio.CancelledError:
+        if received:
+            raise StopSignalError from None
+        raise
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, _interrupt)
 
 
 def run(action: str, options: Any) -> int:
     """The CLI's entry: print errors as kubectl does and return the exit code."""
     import aiohttp
 
-    # kubectl stops waiting on any of these, silently, with exit code 1.
-    for stop in (signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
-        signal.signal(stop, _interrupt)
+    # Until the loop runs, and after it, a handler that ends the command the same way.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _interrupt)
     try:
         target = Target(
             parse_resource(options.resource),
@@ -351,18 +388,18 @@ def run(action: str, options: Any) -> int:
             options.context,
         )
         if action == "status":
-            asyncio.run(status(target, options.timeout, sys.stdout))
+            asyncio.run(_until_stopped(status(target, options.timeout, sys.stdout)))
         elif action == "history":
-            asyncio.run(history(target, options.revision, sys.stdout))
+            asyncio.run(_until_stopped(history(target, options.revision, sys.stdout)))
         else:
-            asyncio.run(undo(target, options.to_revision, sys.stdout))
+            asyncio.run(_until_stopped(undo(target, options.to_revision, sys.stdout)))
     except RolloutError as error:
         sys.stderr.write(f"error: {error}\n")
         return 1
     except (aiohttp.ClientError, TimeoutError) as error:
         sys.stderr.write(f"error: request to the API server failed: {error}\n")
         return 1
-    except KeyboardInterrupt:
+    except (StopSignalError, KeyboardInterrupt):
         # Interrupting `rollout status` is how a user stops waiting: no traceback, and the exit
         # code kubectl gives.
         return 1
