@@ -26,3 +26,9 @@ DEFAULT_HISTORY_LIMIT = 10
 DEFAULT_PROGRESS_DEADLINE = 600
 DEFAULT_MAX_UNAVAILABLE = 1
 DEFAULT_MAX_SURGE = 0
+# A canary's defaults (ExtendedDaemonSet's, which kubeherd's canary follows): one node, watched
+# for ten minutes once available; paused beyond 2 restarts of a canary pod, failed beyond 5.
+DEFAULT_CANARY_REPLICAS = 1
+DEFAULT_CANARY_DURATION = 600
+DEFAULT_CANARY_PAUSE_RESTARTS = 2
+DEFAULT_CANARY_FAIL_RESTARTS = 5

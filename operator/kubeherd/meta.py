@@ -79,4 +79,13 @@ def conditions_by_type(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]
 
 def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether writing `new` would change anything a user sees (no write when nothing did)."""
-    return any(previous.get(key) != value for key, value in new.items())
+    return any(
+        _without_nulls(previous.get(key)) != _without_nulls(value) for key, value in new.items()
+    )
+
+
+def _without_nulls(value: Any) -> Any:
+    """A merge patch's nulls remove fields: the stored object never shows them."""
+    if isinstance(value, Mapping):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return value

@@ -23,6 +23,10 @@ from kubeherd.api.identifiers import (
 )
 from kubeherd.api.identifiers import LABEL_VALUE as LABEL_VALUE_PATTERN
 from kubeherd.defaults import (
+    DEFAULT_CANARY_DURATION,
+    DEFAULT_CANARY_FAIL_RESTARTS,
+    DEFAULT_CANARY_PAUSE_RESTARTS,
+    DEFAULT_CANARY_REPLICAS,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MAX_SURGE,
     DEFAULT_MAX_UNAVAILABLE,
@@ -337,6 +341,109 @@ def _count_or_percent(field: str) -> JsonDict:
     }
 
 
+# The waiting reasons of a container that pause a canary at once (`Canary.autoPause`).
+CANARY_PAUSE_REASONS = (
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
+
+
+class CanaryAutoPause(Model):
+    enabled: bool = Field(
+        default=True,
+        description="Pause the rollout when a canary pod shows trouble: a container waiting "
+        f"with {', '.join(CANARY_PAUSE_REASONS)}, a container OOMKilled, or more than "
+        "maxRestarts restarts.",
+    )
+    max_restarts: int = Field(
+        default=DEFAULT_CANARY_PAUSE_RESTARTS,
+        ge=0,
+        description="Restarts of one canary pod's containers beyond which the rollout pauses.",
+    )
+
+
+class CanaryAutoFail(Model):
+    enabled: bool = Field(
+        default=True,
+        description="Fail the canary when a canary pod restarts more than maxRestarts times: "
+        "the rollout stops for this template (and rolls back, with rollback).",
+    )
+    max_restarts: int = Field(
+        default=DEFAULT_CANARY_FAIL_RESTARTS,
+        ge=0,
+        description="Restarts of one canary pod's containers beyond which the canary fails.",
+    )
+    rollback: bool = Field(
+        default=False,
+        description="When the canary fails, put the previous revision back on the canary "
+        "nodes. The spec keeps the failed template: the rollout stays stopped until the "
+        "template changes. Not in ExtendedDaemonSet, whose failed canary stays as it is.",
+    )
+
+
+class Canary(Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "type(self.replicas) == int ? int(self.replicas) >= 1"
+                    " : string(self.replicas).matches('^(100|[1-9][0-9]?)%$')",
+                    "message": "canary.replicas must be a number of nodes (1 or more) or a "
+                    "percentage from 1% to 100%",
+                },
+            ]
+        }
+    )
+
+    replicas: int | str = Field(
+        default=DEFAULT_CANARY_REPLICAS,
+        description="How many eligible nodes (or what percentage, rounded up) run the new "
+        "revision first.",
+        json_schema_extra=INT_OR_STRING,
+    )
+    node_selector: LabelSelector | None = Field(
+        default=None,
+        description="Node labels the canary nodes are chosen among. Absent: every eligible node.",
+    )
+    node_anti_affinity_keys: list[str] | None = Field(
+        default=None,
+        max_length=8,
+        description="Node label keys (such as topology.kubernetes.io/zone): the canary nodes "
+        "are spread so that no two share the values of these labels while others are left.",
+        json_schema_extra={
+            "items": {"type": "string", "maxLength": LABEL_KEY_LENGTH},
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self.all(k, {label_key_rule('k')})",
+                    "message": f"each key must be a label key: {LABEL_KEY_TEXT}",
+                }
+            ],
+        },
+    )
+    duration_seconds: int = Field(
+        default=DEFAULT_CANARY_DURATION,
+        ge=0,
+        description="Seconds the canary is watched once every canary pod is available; the "
+        "rollout then goes on to the other nodes on its own.",
+    )
+    auto_pause: CanaryAutoPause = Field(
+        default_factory=CanaryAutoPause,
+        description="When the rollout pauses on its own.",
+        json_schema_extra={"default": {}},
+    )
+    auto_fail: CanaryAutoFail = Field(
+        default_factory=CanaryAutoFail,
+        description="When the canary fails on its own.",
+        json_schema_extra={"default": {}},
+    )
+
+
 class RollingUpdate(Model):
     model_config = ConfigDict(
         json_schema_extra={
@@ -421,9 +528,29 @@ class RollingUpdate(Model):
             ]
         },
     )
+    canary: Canary | None = Field(
+        default=None,
+        description="Roll the new revision out to a few canary nodes first and watch them: "
+        "trouble there pauses the rollout, worse fails it (autoPause, autoFail); after "
+        "durationSeconds without trouble the rollout goes on to the other nodes. The other "
+        "nodes keep the previous revision meanwhile, and a node joining gets it. Not in the "
+        "native DaemonSet (ExtendedDaemonSet has one).",
+    )
 
 
 class UpdateStrategy(Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.type == 'RollingUpdate' || !has(self.rollingUpdate)"
+                    " || !has(self.rollingUpdate.canary)",
+                    "message": "a canary needs type RollingUpdate",
+                }
+            ]
+        }
+    )
+
     type: UpdateStrategyType = Field(
         default=UpdateStrategyType.ROLLING_UPDATE,
         description="RollingUpdate replaces pods when the template changes; OnDelete only when "
@@ -527,6 +654,38 @@ class IneligibleNodes(Model):
     nodes: list[str] | None = Field(default=None, description="A few of those nodes.")
 
 
+class CanaryStatus(Model):
+    revision: str = Field(description="The ControllerRevision the canary runs.")
+    stable_revision: str = Field(
+        description="The ControllerRevision the other nodes keep, and a rollback restores."
+    )
+    nodes: list[str] = Field(description="The canary nodes.")
+    phase: str = Field(
+        description="Running (watched), Paused (the rollout waits for a person), Failed "
+        "(stopped, or rolled back) or Passed (the rollout goes on to every node)."
+    )
+    reason: str | None = Field(
+        default=None,
+        description="Why the canary paused or failed: a container's waiting or termination "
+        "reason (CrashLoopBackOff, OOMKilled...), or Restarts.",
+    )
+    message: str | None = Field(
+        default=None, description="What happened, naming the pod and its node."
+    )
+    available_since: str | None = Field(
+        default=None,
+        description="Since when every canary pod has been available; durationSeconds run "
+        "from here.",
+        json_schema_extra={"format": "date-time"},
+    )
+    rolled_back: bool | None = Field(
+        default=None, description="The failed canary's nodes were given the stable revision."
+    )
+    last_transition_time: str = Field(
+        description="When the phase last changed.", json_schema_extra={"format": "date-time"}
+    )
+
+
 class CustomDaemonSetStatus(Model):
     desired_number_scheduled: int | None = Field(default=None, description="Eligible nodes.")
     current_number_scheduled: int | None = Field(
@@ -570,10 +729,14 @@ class CustomDaemonSetStatus(Model):
     ineligible_nodes: list[IneligibleNodes] | None = Field(
         default=None, description="Why nodes have no daemon pod, grouped by reason."
     )
+    canary: CanaryStatus | None = Field(
+        default=None, description="The canary of the current template's rollout."
+    )
     conditions: list[Condition] | None = Field(
         default=None,
         description="Available; Progressing (RollingUpdate, RolloutComplete, PartitionRolledOut, "
-        "WaveRolledOut, Paused or ProgressDeadlineExceeded); ReplicaFailure while the API "
+        "WaveRolledOut, CanaryRunning, CanaryPaused, CanaryFailed, Paused or "
+        "ProgressDeadlineExceeded); ReplicaFailure while the API "
         "server refuses creates; TemplateValid False (InvalidTemplate) while it refuses the pod "
         "template itself.",
         json_schema_extra=list_map("type"),

@@ -42,8 +42,9 @@ OWN_VERSIONS_KEPT = 8
 # makes the next attempt hash with a higher count).
 MAX_ATTEMPTS = 5
 # The runner's timers, per CustomDaemonSet.
-STATUS_TIMER, AVAILABLE_TIMER, DEADLINE_TIMER = "status", "available", "deadline"
-CREATE_RETRY_TIMER, FAILED_POD_TIMER, TEMPLATE_TIMER = "create-retry", "failed-pod", "template"
+# (The report names its own: `Report.wake_ups`.)
+STATUS_TIMER, CREATE_RETRY_TIMER = "status", "create-retry"
+FAILED_POD_TIMER, TEMPLATE_TIMER = "failed-pod", "template"
 
 
 class DaemonSetController:
@@ -269,13 +270,11 @@ class DaemonSetController:
                 now=now,
                 decided_at=decided_at,
                 waves=waves,
+                canary=state.rollout.canary,
             )
         )
         state.rollout.progress = result.progress
-        for timer, at in (
-            (AVAILABLE_TIMER, result.available_check_at),
-            (DEADLINE_TIMER, result.deadline_check_at),
-        ):
+        for timer, at in result.wake_ups.items():
             self.runner.cancel(key, timer)
             if at is not None:
                 self.runner.wake_later(key, timer, at - now, everything=True)

@@ -135,6 +135,8 @@ class UpdateStatus:
 
     pending: bool
     started_at: float | None
+    # Each updated container's restartCount before the update.
+    restart_counts: Mapping[str, int]
 
 
 def update_status(body: Mapping[str, Any]) -> UpdateStatus | None:
@@ -175,7 +177,7 @@ def update_status(body: Mapping[str, Any]) -> UpdateStatus | None:
             _resizable((statuses.get(name) or {}).get("resources")) != _resizable(wanted.get(name))
             for name in resized
         )
-    return UpdateStatus(pending, max(started, default=None))
+    return UpdateStatus(pending, max(started, default=None), restart_counts)
 
 
 def _timestamp(text: str) -> float:

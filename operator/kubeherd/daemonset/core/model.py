@@ -44,6 +44,10 @@ class PodInfo:
     waiting_reason: str = ""
     # No controller owns it (it carries the owner label but lost its owner reference).
     orphan: bool = False
+    # Container restarts since the pod began running its revision, and the reason the last
+    # container to end gave (OOMKilled, Error...) or "": what a canary is judged by.
+    restarts: int = 0
+    terminated_reason: str = ""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
@@ -74,6 +78,8 @@ class PodInfo:
             deleting=bool(metadata.get("deletionTimestamp")),
             waiting_reason=_waiting_reason(status),
             orphan=not any(ref.get("controller") for ref in metadata.get("ownerReferences") or ()),
+            restarts=_restarts(status, in_place.restart_counts if in_place is not None else {}),
+            terminated_reason=_terminated_reason(status),
         )
 
     @property
@@ -95,6 +101,28 @@ def _waiting_reason(status: Mapping[str, Any]) -> str:
     return ""
 
 
+def _restarts(status: Mapping[str, Any], before_update: Mapping[str, int]) -> int:
+    """Restarts since the pod began running its revision: for a container updated in place,
+    those after the one restart the update itself brought."""
+    total = 0
+    for container in status.get("containerStatuses") or ():
+        count = int(container.get("restartCount") or 0)
+        name = str(container.get("name"))
+        if name in before_update:
+            count -= before_update[name] + 1
+        total += max(0, count)
+    return total
+
+
+def _terminated_reason(status: Mapping[str, Any]) -> str:
+    for container in status.get("containerStatuses") or ():
+        for state in ("state", "lastState"):
+            reason = ((container.get(state) or {}).get("terminated") or {}).get("reason")
+            if reason:
+                return sys.intern(str(reason))
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
     """One node's standing for one CustomDaemonSet: its verdict, its daemon pods, and where
@@ -109,6 +137,9 @@ class NodeRecord:
     # and a new generation (a changed selector or key) makes every node dirty.
     in_wave: bool = True
     domain: str = ""
+    # Where the canary's nodeSelector and nodeAntiAffinityKeys put the node (`WaveRule`).
+    canary_pool: bool = True
+    canary_spread: str = ""
 
     @property
     def oldest_pod(self) -> PodInfo | None:
@@ -135,6 +166,15 @@ def oldest_of(pods: Iterable[PodInfo]) -> PodInfo | None:
 
 def pod_available(pod: PodInfo, min_ready_seconds: int, now: float) -> bool:
     return pod.ready and (pod.ready_since or now) + min_ready_seconds <= now
+
+
+@dataclass(frozen=True)
+class Event:
+    """An event a pass posts about its CustomDaemonSet."""
+
+    type: str
+    reason: str
+    message: str
 
 
 @dataclass(frozen=True)

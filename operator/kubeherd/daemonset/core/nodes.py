@@ -44,10 +44,13 @@ def pods_to_keep(running: Sequence[PodInfo], surge: SurgeRule | None) -> list[Po
 
 @dataclass(frozen=True)
 class WaveRule:
-    """rollingUpdate.selector and topologyKey: what a rollout's waves read of a node."""
+    """rollingUpdate.selector and topologyKey, and the canary's nodeSelector and
+    nodeAntiAffinityKeys: what a rollout's waves read of a node."""
 
     selector: Mapping[str, Any] | None = None
     topology_key: str = ""
+    canary_selector: Mapping[str, Any] | None = None
+    canary_keys: tuple[str, ...] = ()
 
     def in_wave(self, node: NodeInfo) -> bool:
         return self.selector is None or selector_matches(self.selector, node.labels)
@@ -55,6 +58,17 @@ class WaveRule:
     def domain(self, node: NodeInfo) -> str:
         # Interned: a few zone names shared by thousands of records.
         return sys.intern(node.labels.get(self.topology_key, "")) if self.topology_key else ""
+
+    def canary_pool(self, node: NodeInfo) -> bool:
+        """Whether the canary may be chosen on the node."""
+        return self.canary_selector is None or selector_matches(self.canary_selector, node.labels)
+
+    def canary_spread(self, node: NodeInfo) -> str:
+        """The node's values of nodeAntiAffinityKeys: two canary nodes differ in them while
+        the nodes allow."""
+        if not self.canary_keys:
+            return ""
+        return sys.intern("\n".join(node.labels.get(key, "") for key in self.canary_keys))
 
 
 NO_WAVES = WaveRule()
@@ -144,6 +158,11 @@ def plan_nodes(
                 DeletePod(name, pod, verdict.detail or str(verdict.reason)) for pod in active
             ]
         plan.records[name] = NodeRecord(
-            verdict, tuple(pods), in_wave=waves.in_wave(node), domain=waves.domain(node)
+            verdict,
+            tuple(pods),
+            in_wave=waves.in_wave(node),
+            domain=waves.domain(node),
+            canary_pool=waves.canary_pool(node),
+            canary_spread=waves.canary_spread(node),
         )
     return plan

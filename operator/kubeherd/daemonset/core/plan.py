@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from kubeherd.daemonset.core.canary import CanaryState, plan_canary
 from kubeherd.daemonset.core.claims import PodCandidates, PodClaims, plan_pod_claims
 from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.in_place import compatible_revisions
-from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
+from kubeherd.daemonset.core.model import Event, ExpectedPod, NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import DeletePod, SurgeRule, plan_nodes
-from kubeherd.daemonset.core.report import Event
 from kubeherd.daemonset.core.revisions import (
     FoundRevisions,
     RevisionPlan,
@@ -100,6 +100,8 @@ class PassInput:
     new_generation: bool = False
     # A new spec while a deferred status waits: that status is written first.
     flush_status: bool = False
+    # The canary as the last pass left it (or a status recorded it).
+    canary: CanaryState | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ class PassPlan:
     # The moment the plan judged the pods at (None: a stopped pass judged none). A pod that
     # turns available after it needs a pass of its own, even when the status comes later.
     decided_at: float | None = None
+    # The canary after this pass.
+    canary: CanaryState | None = None
 
     @property
     def waves(self) -> WaveView:
@@ -255,9 +259,16 @@ def _refused_event(problem: str) -> Event:
 def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) -> None:
     """The pod writes: each dirty node's, then the rolling update's next step."""
     spec, now, revision = given.spec, given.now, plan.revision
+    canary = (
+        given.canary if given.canary is not None and given.canary.revision == revision else None
+    )
+    plan.canary = given.canary
+    # The revision the pods are rolled to: the template's, or the previous one while a failed
+    # canary is rolled back.
+    target = canary.target(revision) if canary is not None else revision
     expected = _open_expectations(given, plan)
     failed_pod_not_before = {} if given.new_generation else given.failed_pod_not_before
-    surge = SurgeRule(revision, spec.min_ready_seconds, now) if spec.surge else None
+    surge = SurgeRule(target, spec.min_ready_seconds, now) if spec.surge else None
     nodes = plan_nodes(
         spec.pod_spec,
         sorted(given.dirty),
@@ -275,6 +286,27 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
     ledger = _Overlay(given.ledger, nodes.records)
     if spec.rolling_update and spec.partition > 0:
         plan.kept_back = nodes_kept_back(ledger, revision, spec.partition)
+    held = plan.kept_back
+    if (
+        spec.rolling_update
+        and spec.canary is not None
+        and previous_revision is not None
+        and (given.rolling or canary is not None)
+    ):
+        judged = plan_canary(
+            ledger,
+            spec.canary,
+            canary,
+            revision,
+            previous_revision,
+            plan.kept_back,
+            spec.min_ready_seconds,
+            now,
+        )
+        plan.canary = judged.state
+        plan.events += judged.events
+        held = held | judged.hold
+        target = judged.state.target(revision)
     if spec.rolling_update and spec.waves.selector is not None:
         plan.outside_wave = nodes_outside_wave(ledger, revision, plan.kept_back)
     if spec.rolling_update and spec.waves.topology_key:
@@ -282,7 +314,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             ledger,
             revision,
             spec.waves.topology_key,
-            plan.kept_back,
+            held,
             spec.min_ready_seconds,
             now,
         )
@@ -300,11 +332,11 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             pod.uid
             for record in ledger.values()
             for pod in record.active_pods
-            if pod.revision != revision
+            if pod.revision != target
         }
         step = plan_rolling_update(
             ledger,
-            revision,
+            target,
             {
                 "maxSurge": spec.max_surge if spec.surge else None,
                 "maxUnavailable": spec.max_unavailable,
@@ -312,23 +344,23 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             spec.min_ready_seconds,
             now,
             set(in_flight | updating),
-            frozenset(node for node, pod in expected.items() if pod.revision == revision),
-            plan.kept_back,
-            _in_place_from(given),
+            frozenset(node for node, pod in expected.items() if pod.revision == target),
+            held,
+            _in_place_from(given) if target == revision else frozenset(),
             plan.active_domain,
         )
         planned = {delete.pod.uid for delete in plan.deletes}
         step_deletes = [delete for delete in step.deletes if delete.pod.uid not in planned]
         plan.deletes += step_deletes
         creates += [create.node for create in step.creates]
-        plan.rolling = step.outdated
+        # Nodes a canary holds back still wait for the rollout.
+        plan.rolling = step.outdated or held != plan.kept_back
         plan.rollout_deleted = frozenset(in_flight | {d.pod.uid for d in step_deletes})
         plan.updates = step.updates
         plan.rollout_updated = frozenset(updating | {u.pod.uid for u in step.updates})
     kept_back_revision = previous_revision or revision
     plan.creates = [
-        PlannedCreate(node, kept_back_revision if node in plan.kept_back else revision)
-        for node in creates
+        PlannedCreate(node, kept_back_revision if node in held else target) for node in creates
     ]
 
 

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubeherd.daemonset.core.model import NodeRecord, parse_time
+from kubeherd.daemonset.core.canary import CanaryState
+from kubeherd.daemonset.core.model import Event, NodeRecord, parse_time
 from kubeherd.daemonset.core.revisions import RevisionFacts, revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.core.status import RolloutView, WaveView, build_status, progressing
@@ -58,13 +59,6 @@ class Progress:
 
 
 @dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
 class ReportInput:
     name: str
     spec: DaemonSetSpec
@@ -81,6 +75,8 @@ class ReportInput:
     # When the plan this status follows judged the pods (see `summarize`); None: `now`.
     decided_at: float | None = None
     waves: WaveView = field(default_factory=WaveView)
+    # The current template's canary, if it has one.
+    canary: CanaryState | None = None
 
 
 @dataclass
@@ -92,6 +88,17 @@ class Report:
     # When to look again: a pod turns available, or the progress deadline passes.
     available_check_at: float | None = None
     deadline_check_at: float | None = None
+    # When the canary passes by time alone (no watch event marks it).
+    canary_check_at: float | None = None
+
+    @property
+    def wake_ups(self) -> dict[str, float | None]:
+        """The report's timers by name: None cancels one."""
+        return {
+            "available": self.available_check_at,
+            "deadline": self.deadline_check_at,
+            "canary": self.canary_check_at,
+        }
 
 
 def progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -121,6 +128,10 @@ def report(given: ReportInput) -> Report:
     if summary.next_available_at is not None:
         # No watch event marks the moment minReadySeconds have passed.
         result.available_check_at = summary.next_available_at + WAKE_MARGIN
+    canary = given.canary
+    passes_at = canary.passes_at(spec.canary) if canary and spec.canary else None
+    if passes_at is not None:
+        result.canary_check_at = passes_at + WAKE_MARGIN
     if status_changed(given.previous, status):
         result.status = status
         result.events = milestones(given.previous, status)
@@ -148,6 +159,11 @@ def _rollout_view(
         kept_back=given.kept_back,
         waves=given.waves,
         progress_time=iso_time(progress.since),
+        canary=(
+            given.canary.to_status(given.name)
+            if given.canary is not None and given.canary.revision == given.revision
+            else None
+        ),
     )
     if progressing(summary, view)[1] != "RollingUpdate":
         return view, None

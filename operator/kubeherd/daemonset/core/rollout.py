@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubeherd.daemonset.core.budget import resolve_budget
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo, pod_available
 from kubeherd.daemonset.core.nodes import CreatePod, DeletePod
-from kubeherd.daemonset.core.spec import resolve_budget
 from kubeherd.defaults import DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE
 
 

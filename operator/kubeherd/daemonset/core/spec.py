@@ -7,11 +7,12 @@ Pure: a body in, a frozen value out.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubeherd.daemonset.core.budget import resolve_budget
+from kubeherd.daemonset.core.canary import CanaryRule
 from kubeherd.daemonset.core.claims import selector_problems
 from kubeherd.daemonset.core.in_place import in_place_key_of_json
 from kubeherd.daemonset.core.nodes import WaveRule
@@ -24,19 +25,6 @@ from kubeherd.defaults import (
     DEFAULT_PROGRESS_DEADLINE,
     MAX_HISTORY_LIMIT,
 )
-
-
-def resolve_budget(value: int | str | None, desired: int, default: int) -> int:
-    """An int-or-percent budget against `desired` nodes; percentages round up, as upstream."""
-    if value is None:
-        return default
-    if isinstance(value, int):
-        return max(0, value)
-    text = str(value).strip()
-    if text.endswith("%"):
-        return max(0, math.ceil(int(text[:-1]) * desired / 100))
-    return max(0, int(text))
-
 
 # What placement reads of the pod spec (eligibility, the status's nodeSelector); affinity is
 # kept with its nodeAffinity only.
@@ -70,6 +58,8 @@ class DaemonSetSpec:
     # rollingUpdate.selector and topologyKey: which nodes' pods the update may change, and the
     # node label whose values it goes through one at a time.
     waves: WaveRule
+    # rollingUpdate.canary (its node-facing parts are in `waves`); None: no canary.
+    canary: CanaryRule | None
     paused: bool
     min_ready_seconds: int
     history_limit: int
@@ -135,6 +125,8 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
     selector = spec.get("selector") or {}
     template_json = canonical_json(template)
     in_place = rolling.get("rollingUpdateType") == "InPlaceIfPossible"
+    rolling_update = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+    canary = rolling.get("canary") if rolling_update else None
     return DaemonSetSpec(
         generation=int(body["metadata"].get("generation") or 0),
         template_json=template_json,
@@ -142,13 +134,19 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
         pod_spec=placement(template.get("spec") or {}),
         selector=selector,
         selector_problem="; ".join(selector_problems(selector)) or None,
-        rolling_update=strategy.get("type", "RollingUpdate") == "RollingUpdate",
+        rolling_update=rolling_update,
         max_surge=rolling.get("maxSurge"),
         max_unavailable=rolling.get("maxUnavailable"),
         partition=int(rolling.get("partition") or 0),
         in_place=in_place,
         in_place_key=in_place_key_of_json(template_json) if in_place else "",
-        waves=WaveRule(rolling.get("selector"), str(rolling.get("topologyKey") or "")),
+        waves=WaveRule(
+            rolling.get("selector"),
+            str(rolling.get("topologyKey") or ""),
+            canary_selector=canary.get("nodeSelector") if canary is not None else None,
+            canary_keys=tuple(canary.get("nodeAntiAffinityKeys") or ()) if canary else (),
+        ),
+        canary=CanaryRule.of(canary) if canary is not None else None,
         paused=bool(spec.get("paused")),
         min_ready_seconds=int(spec.get("minReadySeconds") or 0),
         # An object stored before the CRD bounded the limit keeps its value: it gets the bound.

@@ -44,6 +44,8 @@ class RolloutView:
     stuck: str = ""
     # When the rollout last made progress (RFC 3339), or "".
     progress_time: str = ""
+    # status.canary of the current template's canary (`canary.CanaryState.to_status`).
+    canary: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -60,6 +62,9 @@ def progressing(summary: Summary, rollout: RolloutView) -> tuple[str, str, str]:
             "RolloutComplete",
             f"{rollout.name} runs on all {desired} eligible nodes and is available",
         )
+    canary = rollout.canary
+    if canary is not None and canary.get("phase") != "Passed":
+        return _canary_progressing(canary, running)
     outside_wave = rollout.waves.outside_wave
     held = rollout.kept_back + outside_wave
     if held and updated + held >= desired and available >= desired:
@@ -87,6 +92,19 @@ def progressing(summary: Summary, rollout: RolloutView) -> tuple[str, str, str]:
         "RollingUpdate",
         f"{running}; {available} of {desired} are available{domain}",
     )
+
+
+def _canary_progressing(canary: Mapping[str, Any], running: str) -> tuple[str, str, str]:
+    phase = canary.get("phase")
+    if phase == "Paused":
+        return ("False", "CanaryPaused", str(canary.get("message")))
+    if phase == "Failed":
+        return ("False", "CanaryFailed", str(canary.get("message")))
+    nodes = list(canary.get("nodes") or ())
+    names = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+    since = canary.get("availableSince")
+    watching = f"available since {since}, watched" if since else "waiting for its pods"
+    return ("True", "CanaryRunning", f"canary on {names}: {watching}; {running}")
 
 
 def build_status(
@@ -170,6 +188,10 @@ def build_status(
         status["currentRevision"] = rollout.current_revision
     if rollout.collision_count:
         status["collisionCount"] = rollout.collision_count
+    if rollout.canary is not None:
+        status["canary"] = dict(rollout.canary)
+    elif previous.get("canary") is not None:
+        status["canary"] = None
     return status
 
 

@@ -104,6 +104,7 @@ class Act:
         for node in plan.seen:
             pacing.expected.pop(node, None)
         rollout.rolling, rollout.deleted = plan.rolling, plan.rollout_deleted
+        rollout.canary = plan.canary
         await delete_pods(self.kube, self.events, body, pacing, plan.deletes, self.clock())
         rollout.updated = plan.rollout_updated - await update_pods_in_place(
             self.kube,

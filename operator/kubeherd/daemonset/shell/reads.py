@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kubeherd.daemonset.core.canary import CanaryState
 from kubeherd.daemonset.core.claims import (
     PodCandidates,
     controller_uid,
@@ -82,6 +83,7 @@ class Reads:
             selector_problem_announced=state.selector_problem_announced,
             template_problem=state.template.problem,
             template_unanswered=state.template.backoff.delay != 0,
+            canary=rollout.canary or CanaryState.from_status(body.get("status") or {}, key[1]),
         )
         if spec.selector_problem is not None:
             return given

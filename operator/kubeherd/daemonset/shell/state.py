@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubeherd.daemonset.core.canary import CanaryState
 from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
 from kubeherd.daemonset.core.report import Progress
@@ -42,6 +43,8 @@ class Rollout:
     # Pods updated in place that the watch still shows of their old revision (uids).
     updated: frozenset[str] = frozenset()
     progress: Progress | None = None
+    # The current or last template's canary (None: none yet, or one only the status knows).
+    canary: CanaryState | None = None
 
 
 @dataclass
