@@ -1,0 +1,87 @@
+"""A healthy canary against the real control plane, with `kubeherd run` as a process and kwok
+nodes: the new template runs on the canary node alone for durationSeconds once available, then
+the rollout goes on to the other nodes on its own."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.helpers import TrackedFakeNodes, eventually
+from tests.integration.daemonsets import (
+    NEW_IMAGE,
+    WORKERS,
+    DaemonSets,
+    agent,
+    revision_of,
+    target_node_of,
+)
+from tests.integration.test_waves import ready_since
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
+
+DURATION = 4
+
+
+def test_a_healthy_canary_passes_after_its_duration_and_the_rollout_goes_on(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    fake_nodes.add("canary-b", labels={"pool": "canary"})
+    nodes = WORKERS | {"canary-b"}
+    manifest = agent()
+    manifest["spec"]["updateStrategy"] = {
+        "rollingUpdate": {
+            "maxUnavailable": 2,
+            "canary": {
+                "nodeSelector": {"matchLabels": {"pool": "canary"}},
+                "durationSeconds": DURATION,
+            },
+        }
+    }
+    name = daemonsets.create(manifest)
+    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+    eventually(
+        lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
+        what="the first revision everywhere",
+    )
+
+    workers_before = {p.metadata.uid for p in daemonsets.pods(name) if target_node_of(p) in WORKERS}
+    daemonsets.patch_spec(name, NEW_IMAGE)
+
+    # When the canary's new pod was Ready, and when a worker was first seen touched.
+    canary_ready: float | None = None
+    touched: float | None = None
+    watched: dict[str, Any] = {}
+    deadline = time.monotonic() + 90
+    while touched is None and time.monotonic() < deadline:
+        pods = daemonsets.pods(name)
+        fresh = [p for p in pods if revision_of(p) != old_revision]
+        if not workers_before <= {p.metadata.uid for p in pods}:
+            touched = time.time()
+        for pod in fresh:
+            if target_node_of(pod) == "canary-b" and canary_ready is None:
+                canary_ready = ready_since(pod)
+        if canary_ready is not None and not watched:
+            canary = (daemonsets.get(name).get("status") or {}).get("canary") or {}
+            if canary.get("phase") == "Running":
+                watched = canary
+        time.sleep(0.1)
+
+    assert canary_ready is not None, "the canary's new pod was never Ready"
+    assert touched is not None, "no worker was updated after the canary"
+    # The API server's times have whole seconds: one second of slack.
+    assert touched >= canary_ready + DURATION - 1, (canary_ready, touched)
+    assert watched["nodes"] == ["canary-b"]
+    eventually(
+        lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
+        what="the rollout complete after the canary",
+    )
+    assert old_revision not in {revision_of(p) for p in daemonsets.wait_for_nodes(name, nodes)}
+    (started,) = daemonsets.events(name, "CanaryStarted")
+    assert "canary node canary-b" in started.message
+    (passed,) = daemonsets.events(name, "CanaryPassed")
+    assert f"available for {DURATION}s without trouble" in passed.message
+    status = daemonsets.get(name)["status"]
+    assert (status["canary"]["phase"], status["canary"]["nodes"]) == ("Passed", ["canary-b"])
