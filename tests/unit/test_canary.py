@@ -8,12 +8,8 @@ from typing import Any
 
 import pytest
 
-from kubeherd.daemonset.core.canary import (
-    CanaryPhase,
-    CanaryRule,
-    CanaryState,
-    choose_nodes,
-)
+from kubeherd.daemonset.core.canary import choose_nodes
+from kubeherd.daemonset.core.canary_state import CanaryPhase, CanaryRule, CanaryState
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import NO_WAVES, WaveRule
 from kubeherd.daemonset.core.plan import NodeView, PassPlan, plan_pass

@@ -684,6 +684,16 @@ class CanaryStatus(Model):
     last_transition_time: str = Field(
         description="When the phase last changed.", json_schema_extra={"format": "date-time"}
     )
+    command: str | None = Field(
+        default=None,
+        description="The last `kubeherd rollout canary` command carried out (the value of the "
+        "kubeherd.io/canary-command annotation it wrote).",
+    )
+    acknowledged_restarts: int | None = Field(
+        default=None,
+        description="The restarts an unpause acknowledged: only a restart beyond them pauses "
+        "the canary again.",
+    )
 
 
 class CustomDaemonSetStatus(Model):

@@ -14,134 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import Any
 
 from kubeherd.api.customdaemonset import CANARY_PAUSE_REASONS
 from kubeherd.daemonset.core.budget import resolve_budget
-from kubeherd.daemonset.core.model import Event, NodeRecord, PodInfo, parse_time, pod_available
-from kubeherd.daemonset.core.revisions import revision_name
-from kubeherd.defaults import (
-    DEFAULT_CANARY_DURATION,
-    DEFAULT_CANARY_FAIL_RESTARTS,
-    DEFAULT_CANARY_PAUSE_RESTARTS,
-    DEFAULT_CANARY_REPLICAS,
+from kubeherd.daemonset.core.canary_commands import carry_out
+from kubeherd.daemonset.core.canary_state import (
+    CanaryPhase,
+    CanaryRule,
+    CanaryState,
+    nodes_text,
 )
-from kubeherd.meta import iso_time
-
-# How many canary nodes a message names before it only counts them.
-NAMED_NODES = 5
-
-
-class CanaryPhase(StrEnum):
-    RUNNING = "Running"
-    PAUSED = "Paused"
-    FAILED = "Failed"
-    PASSED = "Passed"
-
-
-@dataclass(frozen=True)
-class CanaryRule:
-    """rollingUpdate.canary as the controller reads it (the node-facing parts, nodeSelector
-    and nodeAntiAffinityKeys, are in `nodes.WaveRule`)."""
-
-    replicas: int | str = DEFAULT_CANARY_REPLICAS
-    duration: int = DEFAULT_CANARY_DURATION
-    # None: autoPause or autoFail is off.
-    pause_restarts: int | None = DEFAULT_CANARY_PAUSE_RESTARTS
-    fail_restarts: int | None = DEFAULT_CANARY_FAIL_RESTARTS
-    rollback: bool = False
-
-    @classmethod
-    def of(cls, canary: Mapping[str, Any]) -> CanaryRule:
-        pause = canary.get("autoPause") or {}
-        fail = canary.get("autoFail") or {}
-        return cls(
-            replicas=canary.get("replicas", DEFAULT_CANARY_REPLICAS),
-            duration=int(canary.get("durationSeconds", DEFAULT_CANARY_DURATION)),
-            pause_restarts=(
-                int(pause.get("maxRestarts", DEFAULT_CANARY_PAUSE_RESTARTS))
-                if pause.get("enabled", True)
-                else None
-            ),
-            fail_restarts=(
-                int(fail.get("maxRestarts", DEFAULT_CANARY_FAIL_RESTARTS))
-                if fail.get("enabled", True)
-                else None
-            ),
-            rollback=bool(fail.get("rollback", False)),
-        )
-
-
-@dataclass(frozen=True)
-class CanaryState:
-    """Where a canary stands; written to status.canary, read back after a restart."""
-
-    revision: str
-    # The revision the other nodes keep, and a rollback restores.
-    stable: str
-    nodes: tuple[str, ...]
-    phase: CanaryPhase = CanaryPhase.RUNNING
-    reason: str = ""
-    message: str = ""
-    # When every canary pod had been available since (None: not all are), and when the
-    # phase last changed.
-    available_since: float | None = None
-    since: float = 0.0
-    rolled_back: bool = False
-
-    def passes_at(self, rule: CanaryRule) -> float | None:
-        """When time alone passes the canary: its pods available for the rule's duration."""
-        if self.phase is not CanaryPhase.RUNNING or self.available_since is None:
-            return None
-        return self.available_since + rule.duration
-
-    def target(self, revision: str) -> str:
-        """The revision the pods are rolled to: the previous one once a rollback started."""
-        return self.stable if self.rolled_back else revision
-
-    def to_status(self, cds_name: str) -> dict[str, Any]:
-        """status.canary: the revisions by their ControllerRevision names."""
-        status: dict[str, Any] = {
-            "revision": revision_name(cds_name, self.revision),
-            "stableRevision": revision_name(cds_name, self.stable),
-            "nodes": list(self.nodes),
-            "phase": str(self.phase),
-            "lastTransitionTime": iso_time(self.since),
-        }
-        # Every field, null when unset: a merge patch keeps the fields it does not name.
-        status["reason"] = self.reason or None
-        status["message"] = self.message or None
-        status["availableSince"] = (
-            iso_time(self.available_since) if self.available_since is not None else None
-        )
-        status["rolledBack"] = self.rolled_back or None
-        return status
-
-    @classmethod
-    def from_status(cls, status: Mapping[str, Any], cds_name: str) -> CanaryState | None:
-        """The canary a status recorded (after a restart); None when there is none."""
-        recorded = status.get("canary") or {}
-        prefix = revision_name(cds_name, "")
-        revision = str(recorded.get("revision") or "").removeprefix(prefix)
-        stable = str(recorded.get("stableRevision") or "").removeprefix(prefix)
-        if not revision or not stable:
-            return None
-        try:
-            phase = CanaryPhase(str(recorded.get("phase")))
-        except ValueError:
-            return None
-        return cls(
-            revision=revision,
-            stable=stable,
-            nodes=tuple(str(node) for node in recorded.get("nodes") or ()),
-            phase=phase,
-            reason=str(recorded.get("reason") or ""),
-            message=str(recorded.get("message") or ""),
-            available_since=parse_time(recorded.get("availableSince")),
-            since=parse_time(recorded.get("lastTransitionTime")) or 0.0,
-            rolled_back=bool(recorded.get("rolledBack")),
-        )
+from kubeherd.daemonset.core.model import Event, NodeRecord, PodInfo, pod_available
+from kubeherd.defaults import DEFAULT_CANARY_REPLICAS
 
 
 @dataclass
@@ -200,9 +84,18 @@ class Trouble:
     restarts: int
 
 
-def trouble_of(node: str, pod: PodInfo, pause_restarts: int | None) -> Trouble | None:
-    """What pauses a canary in this pod, if anything (autoPause on)."""
+def trouble_of(
+    node: str, pod: PodInfo, pause_restarts: int | None, acknowledged: int | None = None
+) -> Trouble | None:
+    """What pauses a canary in this pod, if anything (autoPause on). After an unpause, only
+    a restart beyond the `acknowledged` ones does."""
     where = f"pod {pod.name} on node {node}"
+    if acknowledged is not None:
+        if pod.restarts <= acknowledged:
+            return None
+        why = pod.waiting_reason or pod.terminated_reason or "Restarts"
+        message = f"{where}: restarted again after the unpause ({pod.restarts} restarts, {why})"
+        return Trouble(why, message, pod.restarts)
     if pod.waiting_reason in CANARY_PAUSE_REASONS:
         return Trouble(
             pod.waiting_reason,
@@ -230,8 +123,10 @@ def plan_canary(
     kept_back: frozenset[str],
     min_ready_seconds: int,
     now: float,
+    command: str = "",
 ) -> CanaryPlan:
-    """The canary of `revision` after this look at the ledger: started, judged, passed."""
+    """The canary of `revision` after this look at the ledger: started, told (`command`, the
+    canary command annotation's value), judged, passed."""
     eligible = [name for name, record in ledger.items() if record.verdict.should_run]
     events: list[Event] = []
     state = before if before is not None and before.revision == revision else None
@@ -242,7 +137,7 @@ def plan_canary(
             Event(
                 "Normal",
                 "CanaryStarted",
-                f"the new template runs first on {_nodes_text(nodes)}; the other "
+                f"the new template runs first on {nodes_text(nodes)}; the other "
                 f"{max(0, len(eligible) - len(nodes))} eligible nodes keep the previous "
                 f"revision until the canary passes",
             )
@@ -252,6 +147,9 @@ def plan_canary(
         nodes = choose_nodes(ledger, wanted, revision, state.nodes, kept_back)
         if nodes != state.nodes:
             state = replace(state, nodes=nodes, available_since=None)
+    if command and command != state.command:
+        state, told = carry_out(command, state, rule, ledger, now)
+        events += told
     if state.phase is CanaryPhase.PASSED:
         return CanaryPlan(state, events, frozenset())
     if state.phase is not CanaryPhase.FAILED:
@@ -288,7 +186,7 @@ def _judge(
             if worst is None or pod.restarts > worst[1].restarts:
                 worst = (name, pod)
             if trouble is None and rule.pause_restarts is not None:
-                trouble = trouble_of(name, pod, rule.pause_restarts)
+                trouble = trouble_of(name, pod, rule.pause_restarts, state.acknowledged_restarts)
             if pod_available(pod, min_ready_seconds, now):
                 ready_since = pod.ready_since if pod.ready_since is not None else now
                 available_since = max(available_since, ready_since + min_ready_seconds)
@@ -335,7 +233,7 @@ def _judge(
     if now < available_since + rule.duration:
         return replace(state, available_since=available_since), []
     message = (
-        f"{_nodes_text(state.nodes)} ran the new template available for "
+        f"{nodes_text(state.nodes)} ran the new template available for "
         f"{rule.duration}s without trouble; the rollout goes on to every node"
     )
     passed = replace(
@@ -347,12 +245,3 @@ def _judge(
         available_since=available_since,
     )
     return passed, [Event("Normal", "CanaryPassed", message)]
-
-
-def _nodes_text(nodes: Sequence[str]) -> str:
-    if not nodes:
-        return "no canary node (none qualifies)"
-    named = ", ".join(nodes[:NAMED_NODES])
-    more = f" and {len(nodes) - NAMED_NODES} more" if len(nodes) > NAMED_NODES else ""
-    word = "node" if len(nodes) == 1 else "nodes"
-    return f"canary {word} {named}{more}"

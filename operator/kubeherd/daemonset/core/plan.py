@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kubeherd.daemonset.core.canary import CanaryState, plan_canary
+from kubeherd.daemonset.core.canary import plan_canary
+from kubeherd.daemonset.core.canary_commands import CANARY_COMMAND_ANNOTATION
+from kubeherd.daemonset.core.canary_state import CanaryState, of_revision
 from kubeherd.daemonset.core.claims import PodCandidates, PodClaims, plan_pod_claims
 from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.in_place import compatible_revisions
@@ -259,9 +261,7 @@ def _refused_event(problem: str) -> Event:
 def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) -> None:
     """The pod writes: each dirty node's, then the rolling update's next step."""
     spec, now, revision = given.spec, given.now, plan.revision
-    canary = (
-        given.canary if given.canary is not None and given.canary.revision == revision else None
-    )
+    canary = of_revision(given.canary, revision)
     plan.canary = given.canary
     # The revision the pods are rolled to: the template's, or the previous one while a failed
     # canary is rolled back.
@@ -279,9 +279,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
         pending={node: pod.revision for node, pod in expected.items()},
         waves=spec.waves,
     )
-    plan.records = nodes.records
-    plan.deletes = nodes.deletes
-    plan.backing_off = nodes.backing_off
+    plan.records, plan.deletes, plan.backing_off = nodes.records, nodes.deletes, nodes.backing_off
     plan.seen |= {name for name, record in nodes.records.items() if record is None}
     ledger = _Overlay(given.ledger, nodes.records)
     if spec.rolling_update and spec.partition > 0:
@@ -293,6 +291,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
         and previous_revision is not None
         and (given.rolling or canary is not None)
     ):
+        annotations = (given.body.get("metadata") or {}).get("annotations") or {}
         judged = plan_canary(
             ledger,
             spec.canary,
@@ -302,6 +301,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             plan.kept_back,
             spec.min_ready_seconds,
             now,
+            str(annotations.get(CANARY_COMMAND_ANNOTATION) or ""),
         )
         plan.canary = judged.state
         plan.events += judged.events

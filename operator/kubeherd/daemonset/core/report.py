@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubeherd.daemonset.core.canary import CanaryState
+from kubeherd.daemonset.core.canary_state import CanaryState, of_revision
 from kubeherd.daemonset.core.model import Event, NodeRecord, parse_time
 from kubeherd.daemonset.core.revisions import RevisionFacts, revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
@@ -128,7 +128,7 @@ def report(given: ReportInput) -> Report:
     if summary.next_available_at is not None:
         # No watch event marks the moment minReadySeconds have passed.
         result.available_check_at = summary.next_available_at + WAKE_MARGIN
-    canary = given.canary
+    canary = of_revision(given.canary, given.revision)
     passes_at = canary.passes_at(spec.canary) if canary and spec.canary else None
     if passes_at is not None:
         result.canary_check_at = passes_at + WAKE_MARGIN
@@ -143,6 +143,7 @@ def _rollout_view(
 ) -> tuple[RolloutView, float | None]:
     spec, previous, now = given.spec, given.previous, given.now
     update_revision = revision_name(given.name, given.revision)
+    canary = of_revision(given.canary, given.revision)
     # The previous revision stays current until every eligible node runs the new one.
     current = (
         update_revision
@@ -159,11 +160,7 @@ def _rollout_view(
         kept_back=given.kept_back,
         waves=given.waves,
         progress_time=iso_time(progress.since),
-        canary=(
-            given.canary.to_status(given.name)
-            if given.canary is not None and given.canary.revision == given.revision
-            else None
-        ),
+        canary=canary.to_status(given.name) if canary is not None else None,
     )
     if progressing(summary, view)[1] != "RollingUpdate":
         return view, None

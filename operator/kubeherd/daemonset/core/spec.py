@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.budget import resolve_budget
-from kubeherd.daemonset.core.canary import CanaryRule
+from kubeherd.daemonset.core.canary_commands import CANARY_COMMAND_ANNOTATION
+from kubeherd.daemonset.core.canary_state import CanaryRule
 from kubeherd.daemonset.core.claims import selector_problems
 from kubeherd.daemonset.core.in_place import in_place_key_of_json
 from kubeherd.daemonset.core.nodes import WaveRule
@@ -102,12 +103,17 @@ def placement(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
 def kept_body(body: Mapping[str, Any]) -> dict[str, Any]:
     """What the controller keeps of a CustomDaemonSet between passes: the body without its pod
     template (the spec keeps that, compactly), its managed fields, and annotations other than
-    the change cause (`kubectl apply` leaves the whole object in one)."""
+    the change cause and a canary command (`kubectl apply` leaves the whole object in one)."""
     metadata = body["metadata"]
     kept_metadata = {key: metadata[key] for key in KEPT_METADATA if key in metadata}
-    cause = (metadata.get("annotations") or {}).get(CHANGE_CAUSE_ANNOTATION)
-    if cause:
-        kept_metadata["annotations"] = {CHANGE_CAUSE_ANNOTATION: cause}
+    annotations = metadata.get("annotations") or {}
+    kept_annotations = {
+        key: annotations[key]
+        for key in (CHANGE_CAUSE_ANNOTATION, CANARY_COMMAND_ANNOTATION)
+        if annotations.get(key)
+    }
+    if kept_annotations:
+        kept_metadata["annotations"] = kept_annotations
     kept = {key: body[key] for key in ("apiVersion", "kind", "status") if key in body}
     spec = body.get("spec") or {}
     return {

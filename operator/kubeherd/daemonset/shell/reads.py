@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubeherd.daemonset.core.canary import CanaryState
+from kubeherd.daemonset.core.canary_state import CanaryState
 from kubeherd.daemonset.core.claims import (
     PodCandidates,
     controller_uid,

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubeherd.daemonset.core.canary import CanaryState
+from kubeherd.daemonset.core.canary_state import CanaryState
 from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.model import ExpectedPod, NodeRecord, PodInfo
 from kubeherd.daemonset.core.report import Progress
