@@ -1,7 +1,8 @@
 """`kubectl kubeherd ...`: the kubectl plugin, an executable named `kubectl-kubeherd` that the
 package installs. kubectl runs it, with the arguments after `kubeherd`, when it is on PATH.
 
-It has the commands of kubeherd that a user runs next to kubectl (`rollout status|history|undo`),
+It has the commands of kubeherd that a user runs next to kubectl (`rollout status|history|undo`
+and `rollout canary validate|pause|unpause|fail`),
 and behaves as kubectl's own: its flags, its messages and its exit codes (every error, usage
 errors included, is `error: ...` and exit 1). It never imports Kopf, so it starts quickly.
 """
@@ -26,6 +27,10 @@ class KubectlStyleParser(argparse.ArgumentParser):
 
 
 def _rollout(options: argparse.Namespace) -> int:
+    if options.action == "canary":
+        from kubeherd import rollout_canary
+
+        return rollout_canary.run(options)
     from kubeherd import rollouts
 
     return rollouts.run(options.action, options)
@@ -44,7 +49,7 @@ def add_rollout(commands: Any) -> None:
     """The `rollout` subcommand, with kubectl's login flags, under `commands`."""
     rollout = commands.add_parser(
         "rollout",
-        help="rollout status, history and undo of a CustomDaemonSet (like kubectl rollout)",
+        help="rollout status, history, undo and canary of a CustomDaemonSet (like kubectl rollout)",
     )
     actions = rollout.add_subparsers(dest="action", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -81,6 +86,17 @@ def add_rollout(commands: Any) -> None:
     undo.add_argument(
         "--to-revision", type=int, default=0, help="the revision to go back to; default: previous"
     )
+    canary = actions.add_parser(
+        "canary", help="validate, pause, unpause or fail the canary of the current template"
+    )
+    verbs = canary.add_subparsers(dest="verb", required=True)
+    for verb, text in (
+        ("validate", "let the rollout go on to every node now"),
+        ("pause", "hold the rollout at the canary"),
+        ("unpause", "watch the canary again; its restarts so far are acknowledged"),
+        ("fail", "stop the rollout (and roll the canary back, with autoFail.rollback)"),
+    ):
+        verbs.add_parser(verb, parents=[common], help=text)
     rollout.set_defaults(handler=_rollout)
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
 import sys
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, TextIO
 
 import yaml
@@ -31,6 +29,7 @@ from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.login import ConfigError, Login
 from kubeherd.kube.outcomes import KubeError
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET, CUSTOMDAEMONSETS, GROUP
+from kubeherd.stop_signals import StopSignalError, stop_on_signals, until_stopped
 
 KIND_NAMES = frozenset(
     {
@@ -89,7 +88,8 @@ class Verdict:
 
 
 def status_verdict(cds: Mapping[str, Any]) -> Verdict:
-    """The rules of `kubectl rollout status daemonset`, plus kubeherd's stuck and partition."""
+    """The rules of `kubectl rollout status daemonset`, plus kubeherd's stuck, partition, wave
+    and canary."""
     name = cds["metadata"]["name"]
     spec = cds.get("spec") or {}
     status = cds.get("status") or {}
@@ -110,6 +110,10 @@ def status_verdict(cds: Mapping[str, Any]) -> Verdict:
         return Verdict(
             f'customdaemonset "{name}" rollout is stuck: {progressing.get("message")}', failed=True
         )
+    if reason == "CanaryFailed":
+        return Verdict(
+            f'customdaemonset "{name}" canary failed: {progressing.get("message")}', failed=True
+        )
     if reason == "PartitionRolledOut":
         return Verdict(
             f"partitioned roll out complete: {updated} of {desired} nodes updated; "
@@ -124,7 +128,7 @@ def status_verdict(cds: Mapping[str, Any]) -> Verdict:
         )
     waiting = f'Waiting for customdaemonset "{name}" rollout to finish: '
     if updated < desired:
-        paused = " (paused)" if reason == "Paused" else ""
+        paused = {"Paused": " (paused)", "CanaryPaused": " (canary paused)"}.get(str(reason), "")
         return Verdict(f"{waiting}{updated} out of {desired} new pods have been updated...{paused}")
     if available < desired:
         return Verdict(f"{waiting}{available} of {desired} updated pods are available...")
@@ -237,12 +241,12 @@ def _login(target: Target) -> Login:
             ) from None
 
 
-async def _kube(target: Target) -> tuple[Kube, str]:
+async def connect(target: Target) -> tuple[Kube, str]:
     login = _login(target)
     return Kube.connect(WriteLimits(), login), target.namespace or login.namespace or "default"
 
 
-async def _get_cds(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+async def get_customdaemonset(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     try:
         found = await kube.get_object(CUSTOMDAEMONSET_KIND, namespace, name)
     except KubeError as error:
@@ -271,12 +275,12 @@ async def _revisions(kube: Kube, cds: Mapping[str, Any]) -> tuple[list[Revision]
 
 
 async def status(target: Target, timeout: float, out: TextIO) -> None:
-    kube, namespace = await _kube(target)
+    kube, namespace = await connect(target)
     try:
         deadline = time.monotonic() + timeout if timeout > 0 else None
         last = ""
         while True:
-            verdict = status_verdict(await _get_cds(kube, namespace, target.name))
+            verdict = status_verdict(await get_customdaemonset(kube, namespace, target.name))
             if verdict.failed:
                 raise RolloutError(verdict.message)
             if verdict.message != last:
@@ -293,9 +297,9 @@ async def status(target: Target, timeout: float, out: TextIO) -> None:
 
 
 async def history(target: Target, revision: int, out: TextIO) -> None:
-    kube, namespace = await _kube(target)
+    kube, namespace = await connect(target)
     try:
-        cds = await _get_cds(kube, namespace, target.name)
+        cds = await get_customdaemonset(kube, namespace, target.name)
         revisions, causes = await _revisions(kube, cds)
     finally:
         await kube.close()
@@ -308,9 +312,9 @@ async def history(target: Target, revision: int, out: TextIO) -> None:
 
 
 async def undo(target: Target, to_revision: int, out: TextIO) -> None:
-    kube, namespace = await _kube(target)
+    kube, namespace = await connect(target)
     try:
-        cds = await _get_cds(kube, namespace, target.name)
+        cds = await get_customdaemonset(kube, namespace, target.name)
         revisions, _causes = await _revisions(kube, cds)
         update_revision = str((cds.get("status") or {}).get("updateRevision") or "")
         chosen = undo_target(target.name, revisions, update_revision, to_revision)
@@ -332,54 +336,25 @@ async def undo(target: Target, to_revision: int, out: TextIO) -> None:
     out.write(f"{resource} rolled back\n")
 
 
-# kubectl stops waiting on any of these, silently, with exit code 1.
-STOP_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
-
-
-class StopSignalError(Exception):
-    """A stop signal ended the command."""
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise StopSignalError
-
-
-async def _until_stopped(work: Coroutine[Any, Any, None]) -> None:
-    """Run the work; a stop signal cancels it, so its requests and clients close as it unwinds.
-
-    The loop takes the signals over while it runs: an exception raised by a Python signal
-    handler lands between any two bytecodes, even between creating a coroutine and awaiting
-    it, and leaves warnings about coroutines never awaited on stderr.
-    """
-    loop = asyncio.get_running_loop()
-    running = asyncio.ensure_future(work)
-    received: list[int] = []
-
-    def stop(signum: int) -> None:
-        received.append(signum)
-        running.cancel()
-
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop, signum)
-    try:
-        await running
-    except asyncio.CancelledError:
-        if received:
-            raise StopSignalError from None
-        raise
-    finally:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
-            signal.signal(signum, _interrupt)
-
-
 def run(action: str, options: Any) -> int:
-    """The CLI's entry: print errors as kubectl does and return the exit code."""
+    """`rollout status|history|undo`: print errors as kubectl does and return the exit code."""
+
+    def work(target: Target) -> Coroutine[Any, Any, None]:
+        if action == "status":
+            return status(target, options.timeout, sys.stdout)
+        if action == "history":
+            return history(target, options.revision, sys.stdout)
+        return undo(target, options.to_revision, sys.stdout)
+
+    return run_work(options, work)
+
+
+def run_work(options: Any, work: Callable[[Target], Coroutine[Any, Any, None]]) -> int:
+    """Run a rollout command's work on the CustomDaemonSet `options` name; print errors as
+    kubectl does and return the exit code."""
     import aiohttp
 
-    # Until the loop runs, and after it, a handler that ends the command the same way.
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, _interrupt)
+    stop_on_signals()
     try:
         target = Target(
             parse_resource(options.resource),
@@ -387,12 +362,7 @@ def run(action: str, options: Any) -> int:
             options.kubeconfig,
             options.context,
         )
-        if action == "status":
-            asyncio.run(_until_stopped(status(target, options.timeout, sys.stdout)))
-        elif action == "history":
-            asyncio.run(_until_stopped(history(target, options.revision, sys.stdout)))
-        else:
-            asyncio.run(_until_stopped(undo(target, options.to_revision, sys.stdout)))
+        asyncio.run(until_stopped(work(target)))
     except RolloutError as error:
         sys.stderr.write(f"error: {error}\n")
         return 1
