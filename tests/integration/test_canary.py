@@ -4,11 +4,13 @@ the rollout goes on to the other nodes on its own."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from typing import Any
 
 import pytest
 
+from localcluster.cluster import LocalCluster
 from tests.helpers import TrackedFakeNodes, eventually
 from tests.integration.daemonsets import (
     NEW_IMAGE,
@@ -18,6 +20,7 @@ from tests.integration.daemonsets import (
     revision_of,
     target_node_of,
 )
+from tests.integration.test_rollouts import kubeherd
 from tests.integration.test_waves import ready_since
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
@@ -85,3 +88,63 @@ def test_a_healthy_canary_passes_after_its_duration_and_the_rollout_goes_on(
     assert f"available for {DURATION}s without trouble" in passed.message
     status = daemonsets.get(name)["status"]
     assert (status["canary"]["phase"], status["canary"]["nodes"]) == ("Passed", ["canary-b"])
+
+
+def test_a_person_pauses_unpauses_and_validates_the_canary(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes, local_cluster: LocalCluster
+) -> None:
+    fake_nodes.add("canary-c", labels={"pool": "canary"})
+    nodes = WORKERS | {"canary-c"}
+    manifest = agent()
+    manifest["spec"]["updateStrategy"] = {
+        "rollingUpdate": {
+            "maxUnavailable": 3,
+            "canary": {"nodeSelector": {"matchLabels": {"pool": "canary"}}},
+        }
+    }
+    name = daemonsets.create(manifest)
+    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+    eventually(
+        lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
+        what="the first revision everywhere",
+    )
+    daemonsets.patch_spec(name, NEW_IMAGE)
+    eventually(
+        lambda: daemonsets.progressing(name).get("reason") == "CanaryRunning",
+        what="the canary running",
+    )
+
+    def canary(verb: str) -> subprocess.CompletedProcess[str]:
+        return kubeherd(
+            local_cluster, "rollout", "canary", verb, "cds/agent", "-n", daemonsets.namespace
+        )
+
+    paused = canary("pause")
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout == "customdaemonset.kubeherd.io/agent canary paused: it is Paused\n"
+    assert daemonsets.progressing(name)["reason"] == "CanaryPaused"
+    again = canary("pause")
+    assert (again.returncode, again.stderr) == (
+        1,
+        "error: customdaemonset.kubeherd.io/agent: the canary is Paused; cannot pause it\n",
+    )
+    unpaused = canary("unpause")
+    assert unpaused.stdout == "customdaemonset.kubeherd.io/agent canary unpaused: it is Running\n"
+    # The default durationSeconds is ten minutes: only the validation lets the rollout go on.
+    validated = canary("validate")
+    assert validated.stdout == "customdaemonset.kubeherd.io/agent canary validated: it is Passed\n"
+
+    waited = kubeherd(
+        local_cluster,
+        "rollout",
+        "status",
+        "cds/agent",
+        "-n",
+        daemonsets.namespace,
+        "--timeout",
+        "90s",
+    )
+    assert waited.returncode == 0, waited.stderr
+    assert old_revision not in {revision_of(p) for p in daemonsets.wait_for_nodes(name, nodes)}
+    reasons = [e.reason for e in daemonsets.events(name) if e.reason.startswith("Canary")]
+    assert sorted(reasons) == ["CanaryPassed", "CanaryPaused", "CanaryStarted", "CanaryUnpaused"]
