@@ -33,6 +33,11 @@ ELSEWHERE = {
     "schedulerprofile-three-profiles.yaml": "test_schedulerprofile.py",
 }
 CLUSTER_SCOPED = {"PriorityClass"}
+# The image change canary-rollout.yaml's comment shows.
+NEW_AGENT_IMAGE = (
+    '[{"op":"replace","path":"/spec/template/spec/containers/0/image",'
+    '"value":"registry.k8s.io/pause:3.9"}]'
+)
 
 ApplyExample = Callable[..., list[dict[str, Any]]]
 
@@ -232,3 +237,44 @@ def test_the_priority_class_lets_a_daemon_pod_preempt_a_lower_priority_pod(
     # The scheduler evicted the filler to make room on the full node.
     gone = [p for p in core_v1.list_namespaced_pod(namespace).items if p.metadata.name == "filler"]
     assert gone == [] or gone[0].metadata.deletion_timestamp is not None
+
+
+def test_the_canary_rollout_updates_the_labelled_node_first(
+    apply_example: ApplyExample,
+    daemonsets: DaemonSets,
+    fake_nodes: TrackedFakeNodes,
+    kubectl: Kubectl,
+    namespace: str,
+) -> None:
+    fake_nodes.label("worker-1", {"canary": "true"})
+    apply_example("canary-rollout.yaml")
+    old = {
+        target_node_of(p): p.metadata.uid for p in daemonsets.wait_for_nodes("node-agent", WORKERS)
+    }
+    eventually(
+        lambda: daemonsets.progressing("node-agent").get("reason") == "RolloutComplete",
+        what="the first revision everywhere",
+    )
+
+    kubectl("-n", namespace, "patch", "cds", "node-agent", "--type=json", f"-p={NEW_AGENT_IMAGE}")
+
+    canary = eventually(
+        lambda: (daemonsets.get("node-agent").get("status") or {}).get("canary"),
+        what="the canary started",
+    )
+    assert (canary["nodes"], canary["phase"]) == (["worker-1"], "Running")
+    eventually(
+        lambda: (
+            {
+                target_node_of(p)
+                for p in daemonsets.pods("node-agent")
+                if p.spec.containers[0].image == "registry.k8s.io/pause:3.9"
+            }
+            == {"worker-1"}
+        ),
+        what="the new image on the canary node",
+    )
+    # The five minutes of the canary's watch hold the other node on its pod.
+    assert daemonsets.progressing("node-agent")["reason"] == "CanaryRunning"
+    (worker_2,) = [p for p in daemonsets.pods("node-agent") if target_node_of(p) == "worker-2"]
+    assert worker_2.metadata.uid == old["worker-2"]
