@@ -27,8 +27,10 @@ DEFAULT_PROGRESS_DEADLINE = 600
 DEFAULT_MAX_UNAVAILABLE = 1
 DEFAULT_MAX_SURGE = 0
 # A canary's defaults (ExtendedDaemonSet's, which kubeherd's canary follows): one node, watched
-# for ten minutes once available; paused beyond 2 restarts of a canary pod, failed beyond 5.
+# for ten minutes once available; paused beyond 2 restarts of a canary pod, or when one is not
+# available ten minutes after it started; failed beyond 5 restarts.
 DEFAULT_CANARY_REPLICAS = 1
 DEFAULT_CANARY_DURATION = 600
 DEFAULT_CANARY_PAUSE_RESTARTS = 2
+DEFAULT_CANARY_SLOW_START = 600
 DEFAULT_CANARY_FAIL_RESTARTS = 5

@@ -40,7 +40,7 @@ def ledger_of(
 
 
 def running(nodes: tuple[str, ...], **fields: Any) -> CanaryState:
-    return CanaryState("r2", "r1", nodes, since=NOW - 100, **fields)
+    return CanaryState("r2", "r1", nodes, **{"since": NOW - 100, **fields})
 
 
 def canary_spec(**canary: Any) -> Any:
@@ -303,9 +303,9 @@ def test_pod_restarts_count_since_the_revision_started_in_the_pod() -> None:
 
 
 def test_the_canary_rule_reads_the_apis_defaults_and_switches() -> None:
-    assert CanaryRule.of({}) == CanaryRule(1, 600, 2, 5, False)
+    assert CanaryRule.of({}) == CanaryRule(1, 600, 2, 5, False, 600)
     off = CanaryRule.of({"autoPause": {"enabled": False}, "autoFail": {"enabled": False}})
-    assert (off.pause_restarts, off.fail_restarts) == (None, None)
+    assert (off.pause_restarts, off.fail_restarts, off.slow_start) == (None, None, None)
 
 
 def test_a_rollout_without_a_previous_revision_has_no_canary() -> None:
@@ -314,3 +314,22 @@ def test_a_rollout_without_a_previous_revision_has_no_canary() -> None:
     plan = plan_pass(given(canary_spec(), ledger=updated, rolling=True))
 
     assert plan.canary is None
+
+
+def test_a_canary_pod_not_available_within_the_slow_start_pauses_the_rollout() -> None:
+    spec = canary_spec(autoPause={"maxSlowStartSeconds": 120})
+    # Created 100 s before NOW, then 200 s before; the canary started 300 s before.
+    young = pod("pb1", "b1", revision="r2", ready=False, created="1970-01-12T13:45:00Z")
+    old = replace(young, created="1970-01-12T13:43:20Z")
+    started = running(("b1",), since=NOW - 300)
+
+    waiting = pass_with(spec, ledger_of(b1=[young]), started)
+    assert waiting.canary is not None
+    assert waiting.canary.phase is CanaryPhase.RUNNING
+    result = report_of(spec, ledger=ledger_of(b1=[young]), canary=started)
+    assert result.canary_check_at == pytest.approx(NOW + 20.5)
+
+    later = pass_with(spec, ledger_of(b1=[old]), started)
+    assert later.canary is not None
+    assert (later.canary.phase, later.canary.reason) == (CanaryPhase.PAUSED, "SlowStart")
+    assert "node b1 has no available pod of the new revision 120s after" in later.canary.message

@@ -27,6 +27,7 @@ from kubeherd.defaults import (
     DEFAULT_CANARY_FAIL_RESTARTS,
     DEFAULT_CANARY_PAUSE_RESTARTS,
     DEFAULT_CANARY_REPLICAS,
+    DEFAULT_CANARY_SLOW_START,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MAX_SURGE,
     DEFAULT_MAX_UNAVAILABLE,
@@ -358,13 +359,20 @@ class CanaryAutoPause(Model):
     enabled: bool = Field(
         default=True,
         description="Pause the rollout when a canary pod shows trouble: a container waiting "
-        f"with {', '.join(CANARY_PAUSE_REASONS)}, a container OOMKilled, or more than "
-        "maxRestarts restarts.",
+        f"with {', '.join(CANARY_PAUSE_REASONS)}, a container OOMKilled, more than "
+        "maxRestarts restarts, or no available pod maxSlowStartSeconds after it started.",
     )
     max_restarts: int = Field(
         default=DEFAULT_CANARY_PAUSE_RESTARTS,
         ge=0,
         description="Restarts of one canary pod's containers beyond which the rollout pauses.",
+    )
+    max_slow_start_seconds: int = Field(
+        default=DEFAULT_CANARY_SLOW_START,
+        ge=1,
+        description="Seconds a canary node may go without an available pod of the new "
+        "revision, from the pod's start (or the canary's), before the rollout pauses "
+        "(reason SlowStart): a pod that stays Pending or never turns Ready.",
     )
 
 

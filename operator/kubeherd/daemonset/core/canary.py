@@ -24,7 +24,7 @@ from kubeherd.daemonset.core.canary_state import (
     CanaryState,
     nodes_text,
 )
-from kubeherd.daemonset.core.model import Event, NodeRecord, PodInfo, pod_available
+from kubeherd.daemonset.core.model import Event, NodeRecord, PodInfo, parse_time, pod_available
 from kubeherd.defaults import DEFAULT_CANARY_REPLICAS
 
 
@@ -114,6 +114,54 @@ def trouble_of(
     return None
 
 
+def slow_start(
+    state: CanaryState,
+    rule: CanaryRule,
+    node: str,
+    canary_pods: Sequence[PodInfo],
+    min_ready_seconds: int,
+    now: float,
+) -> tuple[float, Trouble] | None:
+    """When the canary node's lack of an available pod pauses the rollout (autoPause's
+    maxSlowStartSeconds, from the pod's creation or the canary's start, whichever is later),
+    and the trouble it is; None while its pod is available."""
+    if rule.slow_start is None:
+        return None
+    if any(pod_available(pod, min_ready_seconds, now) for pod in canary_pods):
+        return None
+    created = max((parse_time(pod.created) or 0.0 for pod in canary_pods), default=0.0)
+    deadline = max(created, state.since) + rule.slow_start
+    pending = ", ".join(f"pod {pod.name}" for pod in canary_pods) or "no pod yet"
+    why = next((pod.waiting_reason for pod in canary_pods if pod.waiting_reason), "")
+    message = (
+        f"node {node} has no available pod of the new revision {rule.slow_start}s after it "
+        f"started (autoPause.maxSlowStartSeconds): {pending}{f', {why}' if why else ''}"
+    )
+    return deadline, Trouble("SlowStart", message, 0)
+
+
+def next_check(
+    state: CanaryState | None,
+    rule: CanaryRule | None,
+    ledger: Mapping[str, NodeRecord],
+    min_ready_seconds: int,
+    now: float,
+) -> float | None:
+    """When time alone changes the canary: its duration ends, or a canary node's slow start
+    runs out. No watch event marks either."""
+    if state is None or rule is None or state.phase is not CanaryPhase.RUNNING:
+        return None
+    moments = [state.available_since + rule.duration] if state.available_since else []
+    for name in state.nodes:
+        record = ledger.get(name)
+        pods = record.active_pods if record is not None else ()
+        canary_pods = [pod for pod in pods if pod.revision == state.revision]
+        slow = slow_start(state, rule, name, canary_pods, min_ready_seconds, now)
+        if slow is not None:
+            moments.append(slow[0])
+    return min(moments, default=None)
+
+
 def plan_canary(
     ledger: Mapping[str, NodeRecord],
     rule: CanaryRule,
@@ -192,6 +240,9 @@ def _judge(
                 available_since = max(available_since, ready_since + min_ready_seconds)
             else:
                 all_available = False
+        slow = slow_start(state, rule, name, canary_pods, min_ready_seconds, now)
+        if trouble is None and slow is not None and slow[0] <= now:
+            trouble = slow[1]
     if worst is not None and rule.fail_restarts is not None:
         node, pod = worst
         if pod.restarts > rule.fail_restarts:

@@ -18,6 +18,7 @@ from kubeherd.defaults import (
     DEFAULT_CANARY_FAIL_RESTARTS,
     DEFAULT_CANARY_PAUSE_RESTARTS,
     DEFAULT_CANARY_REPLICAS,
+    DEFAULT_CANARY_SLOW_START,
 )
 from kubeherd.meta import iso_time
 
@@ -43,6 +44,7 @@ class CanaryRule:
     pause_restarts: int | None = DEFAULT_CANARY_PAUSE_RESTARTS
     fail_restarts: int | None = DEFAULT_CANARY_FAIL_RESTARTS
     rollback: bool = False
+    slow_start: int | None = DEFAULT_CANARY_SLOW_START
 
     @classmethod
     def of(cls, canary: Mapping[str, Any]) -> CanaryRule:
@@ -62,6 +64,11 @@ class CanaryRule:
                 else None
             ),
             rollback=bool(fail.get("rollback", False)),
+            slow_start=(
+                int(pause.get("maxSlowStartSeconds", DEFAULT_CANARY_SLOW_START))
+                if pause.get("enabled", True)
+                else None
+            ),
         )
 
 
@@ -85,12 +92,6 @@ class CanaryState:
     # unpause acknowledged: from then on only a new restart pauses the canary again.
     command: str = ""
     acknowledged_restarts: int | None = None
-
-    def passes_at(self, rule: CanaryRule) -> float | None:
-        """When time alone passes the canary: its pods available for the rule's duration."""
-        if self.phase is not CanaryPhase.RUNNING or self.available_since is None:
-            return None
-        return self.available_since + rule.duration
 
     def target(self, revision: str) -> str:
         """The revision the pods are rolled to: the previous one once a rollback started."""

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kubeherd.daemonset.core.canary import next_check
 from kubeherd.daemonset.core.canary_state import CanaryState, of_revision
 from kubeherd.daemonset.core.model import Event, NodeRecord, parse_time
 from kubeherd.daemonset.core.revisions import RevisionFacts, revision_name
@@ -88,7 +89,7 @@ class Report:
     # When to look again: a pod turns available, or the progress deadline passes.
     available_check_at: float | None = None
     deadline_check_at: float | None = None
-    # When the canary passes by time alone (no watch event marks it).
+    # When time alone changes the canary (`canary.next_check`).
     canary_check_at: float | None = None
 
     @property
@@ -129,9 +130,9 @@ def report(given: ReportInput) -> Report:
         # No watch event marks the moment minReadySeconds have passed.
         result.available_check_at = summary.next_available_at + WAKE_MARGIN
     canary = of_revision(given.canary, given.revision)
-    passes_at = canary.passes_at(spec.canary) if canary and spec.canary else None
-    if passes_at is not None:
-        result.canary_check_at = passes_at + WAKE_MARGIN
+    check_at = next_check(canary, spec.canary, given.ledger, spec.min_ready_seconds, now)
+    if check_at is not None:
+        result.canary_check_at = check_at + WAKE_MARGIN
     if status_changed(given.previous, status):
         result.status = status
         result.events = milestones(given.previous, status)
