@@ -89,8 +89,10 @@ def test_kubectl_get_prints_the_daemonset_columns(kubectl: Kubectl, namespace: s
     apply(kubectl, namespace, valid())
 
     header = kubectl("-n", namespace, "get", "cds").stdout.splitlines()[0]
+    wide = kubectl("-n", namespace, "get", "cds", "-o", "wide").stdout.splitlines()[0]
 
     assert header.split() == CDS_COLUMNS
+    assert wide.split() == [*CDS_COLUMNS, "CANARY"]
 
 
 def test_a_selector_that_does_not_match_the_labels_is_refused(

@@ -41,14 +41,16 @@ def test_the_schema_is_structural_no_refs_no_nullable_unions_no_titles(
 def test_the_printer_columns_are_the_daemonset_ones_in_order() -> None:
     columns = render_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
 
-    assert [c["name"] for c in columns] == [
-        "DESIRED",
-        "CURRENT",
-        "READY",
-        "UP-TO-DATE",
-        "AVAILABLE",
-        "NODE SELECTOR",
-        "AGE",
+    assert [(c["name"], c.get("priority", 0)) for c in columns] == [
+        ("DESIRED", 0),
+        ("CURRENT", 0),
+        ("READY", 0),
+        ("UP-TO-DATE", 0),
+        ("AVAILABLE", 0),
+        ("NODE SELECTOR", 0),
+        ("AGE", 0),
+        # Only with -o wide.
+        ("CANARY", 1),
     ]
 
 

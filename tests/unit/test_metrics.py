@@ -120,6 +120,29 @@ def test_a_status_not_written_yet_reads_zero_and_a_deleted_object_has_no_series(
     assert not [key for key in samples(registry) if ("customdaemonset", "gone") in key[1]]
 
 
+def test_the_current_templates_canary_has_one_series_per_phase() -> None:
+    paused = {"revision": "agent-r2", "phase": "Paused"}
+    bodies = [
+        cds("agent", updateRevision="agent-r2", canary=paused),
+        cds("older", updateRevision="older-r3", canary={"revision": "older-r2", "phase": "Failed"}),
+        cds("none", updateRevision="none-r1"),
+    ]
+    registry = CollectorRegistry()
+    registry.register(ObjectCollector(lambda: bodies, customdaemonset_metrics))
+    found = samples(registry)
+    canary = "kubeherd_customdaemonset_canary"
+
+    assert {
+        labels_["phase"]: value
+        for (name, key), value in found.items()
+        if name == canary and (labels_ := dict(key))["customdaemonset"] == "agent"
+    } == {"Running": 0, "Paused": 1, "Failed": 0, "Passed": 0}
+    # A canary of an older template, or none: no series.
+    assert not [
+        key for name, key in found if name == canary and ("customdaemonset", "agent") not in key
+    ]
+
+
 def profile(name: str, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"namespace": "ops", "name": name}, "spec": spec, "status": status}
 

@@ -56,6 +56,10 @@ DAEMONSET_COLUMNS = [
     ("NODE SELECTOR", "string", ".status.nodeSelector", "The template's nodeSelector"),
     ("AGE", "date", ".metadata.creationTimestamp", ""),
 ]
+# Shown by `kubectl get -o wide` only (priority 1).
+DAEMONSET_WIDE_COLUMNS = [
+    ("CANARY", "string", ".status.canary.phase", "The canary's phase, for its template"),
+]
 
 
 def _structural(node: Any, definitions: dict[str, Any]) -> Any:
@@ -98,6 +102,8 @@ class Resource:
     printer_columns: Sequence[tuple[str, str, str, str]]
     spec_rules: Sequence[dict[str, str]] = field(default_factory=list)
     root_rules: Sequence[dict[str, str]] = field(default_factory=list)
+    # Columns `kubectl get -o wide` adds.
+    wide_columns: Sequence[tuple[str, str, str, str]] = ()
 
     @property
     def kind(self) -> str:
@@ -116,7 +122,13 @@ SCHEDULER_COLUMNS = [
     ("AGE", "date", ".metadata.creationTimestamp", ""),
 ]
 CUSTOM_DAEMON_SET = Resource(
-    CustomDaemonSet, CUSTOMDAEMONSETS, ("cds",), DAEMONSET_COLUMNS, SPEC_RULES, ROOT_RULES
+    CustomDaemonSet,
+    CUSTOMDAEMONSETS,
+    ("cds",),
+    DAEMONSET_COLUMNS,
+    SPEC_RULES,
+    ROOT_RULES,
+    wide_columns=DAEMONSET_WIDE_COLUMNS,
 )
 SCHEDULER_ROOT_RULES = [
     {
@@ -186,6 +198,11 @@ def render_crd(resource: Resource = CUSTOM_DAEMON_SET) -> dict[str, Any]:
                         {"name": name, "type": type_, "jsonPath": path}
                         | ({"description": text} if text else {})
                         for name, type_, path, text in resource.printer_columns
+                    ]
+                    + [
+                        {"name": name, "type": type_, "jsonPath": path, "priority": 1}
+                        | ({"description": text} if text else {})
+                        for name, type_, path, text in resource.wide_columns
                     ],
                     "schema": {"openAPIV3Schema": openapi_schema(resource)},
                 }

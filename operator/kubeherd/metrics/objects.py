@@ -44,6 +44,8 @@ CDS_STATUS_GAUGES = (
      "The generation the controller last acted on."),
 )  # fmt: skip
 
+CANARY_PHASES = ("Running", "Paused", "Failed", "Passed")
+
 SP_PREFIX = "kubeherd_schedulerprofile_"
 SP_LABELS = ["namespace", "schedulerprofile"]
 
@@ -82,9 +84,20 @@ def customdaemonset_metrics(bodies: Iterable[Body]) -> list[Metric]:
         "ineligibleNodes); kubeherd's own, with no kube-state-metrics counterpart.",
         labels=[*CDS_LABELS, "reason"],
     )
+    canary = GaugeMetricFamily(
+        CDS_PREFIX + "canary",
+        "1 for the phase the current template's canary is in (status.canary.phase: Running, "
+        "Paused, Failed or Passed), 0 for the others; no series without a canary. kubeherd's "
+        "own.",
+        labels=[*CDS_LABELS, "phase"],
+    )
     for body in bodies:
         identity = list(_identity(body))
         status = body.get("status") or {}
+        recorded = status.get("canary") or {}
+        if recorded and recorded.get("revision") == status.get("updateRevision"):
+            for phase in CANARY_PHASES:
+                canary.add_metric([*identity, phase], float(recorded.get("phase") == phase))
         for suffix, field, _ in CDS_STATUS_GAUGES:
             gauges[suffix].add_metric(identity, _number(status.get(field)))
         metadata = body.get("metadata") or {}
@@ -98,7 +111,7 @@ def customdaemonset_metrics(bodies: Iterable[Body]) -> list[Metric]:
             by_reason[reason] = by_reason.get(reason, 0.0) + _number(group.get("count"))
         for reason, count in by_reason.items():
             ineligible.add_metric([*identity, reason], count)
-    return [*gauges.values(), generation, created, ineligible]
+    return [*gauges.values(), generation, created, ineligible, canary]
 
 
 def leader_expected(body: Body) -> bool:
