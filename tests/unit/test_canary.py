@@ -333,3 +333,14 @@ def test_a_canary_pod_not_available_within_the_slow_start_pauses_the_rollout() -
     assert later.canary is not None
     assert (later.canary.phase, later.canary.reason) == (CanaryPhase.PAUSED, "SlowStart")
     assert "node b1 has no available pod of the new revision 120s after" in later.canary.message
+
+
+def test_a_canary_node_that_leaves_is_replaced() -> None:
+    ledger = ledger_of()
+    del ledger["b1"]
+
+    plan = pass_with(canary_spec(), ledger, running(("b1",)))
+
+    assert plan.canary is not None
+    assert plan.canary.nodes == ("a1",)
+    assert changed(plan) == ["a1"]

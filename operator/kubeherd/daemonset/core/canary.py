@@ -47,11 +47,7 @@ def choose_nodes(
     """`count` canary nodes: the ones `kept` that still qualify, then nodes already running
     `revision` (so that a restart does not move the canary), then by name; spread so that no
     two share their nodeAntiAffinityKeys values while other values are left."""
-    candidates = {
-        name
-        for name, record in ledger.items()
-        if record.verdict.should_run and record.canary_pool and record.in_wave
-    } - excluded
+    candidates = {name for name, record in ledger.items() if _qualifies(record)} - excluded
     chosen = [name for name in kept if name in candidates][:count]
 
     def runs_revision(name: str) -> bool:
@@ -71,6 +67,12 @@ def choose_nodes(
         spreads.add(spread)
     chosen += spare[: max(0, count - len(chosen))]
     return tuple(sorted(chosen))
+
+
+def _qualifies(record: NodeRecord | None) -> bool:
+    return (
+        record is not None and record.verdict.should_run and record.canary_pool and record.in_wave
+    )
 
 
 def canary_count(rule: CanaryRule, eligible: int) -> int:
@@ -192,9 +194,13 @@ def plan_canary(
         )
     elif state.phase is CanaryPhase.RUNNING:
         wanted = canary_count(rule, len(eligible))
-        nodes = choose_nodes(ledger, wanted, revision, state.nodes, kept_back)
-        if nodes != state.nodes:
-            state = replace(state, nodes=nodes, available_since=None)
+        # Choosing looks at every node: only when a canary node left, or some are missing.
+        if len(state.nodes) != wanted or not all(
+            _qualifies(ledger.get(name)) and name not in kept_back for name in state.nodes
+        ):
+            nodes = choose_nodes(ledger, wanted, revision, state.nodes, kept_back)
+            if nodes != state.nodes:
+                state = replace(state, nodes=nodes, available_since=None)
     if command and command != state.command:
         state, told = carry_out(command, state, rule, ledger, now)
         events += told
