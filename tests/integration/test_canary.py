@@ -28,26 +28,34 @@ pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
 DURATION = 4
 
 
-def test_a_healthy_canary_passes_after_its_duration_and_the_rollout_goes_on(
-    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
-) -> None:
-    fake_nodes.add("canary-b", labels={"pool": "canary"})
-    nodes = WORKERS | {"canary-b"}
+def rolled_out_with_canary(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes, canary_node: str, **canary: Any
+) -> tuple[str, str]:
+    """A CustomDaemonSet whose canary is chosen among nodes labelled pool=canary (one, added:
+    `canary_node`), rolled out once on every node: its name and first revision."""
+    fake_nodes.add(canary_node, labels={"pool": "canary"})
     manifest = agent()
     manifest["spec"]["updateStrategy"] = {
         "rollingUpdate": {
-            "maxUnavailable": 2,
-            "canary": {
-                "nodeSelector": {"matchLabels": {"pool": "canary"}},
-                "durationSeconds": DURATION,
-            },
+            "maxUnavailable": 3,
+            "canary": {"nodeSelector": {"matchLabels": {"pool": "canary"}}, **canary},
         }
     }
     name = daemonsets.create(manifest)
-    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
+    first = revision_of(daemonsets.wait_for_nodes(name, WORKERS | {canary_node})[0])
     eventually(
         lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
         what="the first revision everywhere",
+    )
+    return name, first
+
+
+def test_a_healthy_canary_passes_after_its_duration_and_the_rollout_goes_on(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    nodes = WORKERS | {"canary-b"}
+    name, old_revision = rolled_out_with_canary(
+        daemonsets, fake_nodes, "canary-b", durationSeconds=DURATION
     )
 
     workers_before = {p.metadata.uid for p in daemonsets.pods(name) if target_node_of(p) in WORKERS}
@@ -93,21 +101,8 @@ def test_a_healthy_canary_passes_after_its_duration_and_the_rollout_goes_on(
 def test_a_person_pauses_unpauses_and_validates_the_canary(
     daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes, local_cluster: LocalCluster
 ) -> None:
-    fake_nodes.add("canary-c", labels={"pool": "canary"})
     nodes = WORKERS | {"canary-c"}
-    manifest = agent()
-    manifest["spec"]["updateStrategy"] = {
-        "rollingUpdate": {
-            "maxUnavailable": 3,
-            "canary": {"nodeSelector": {"matchLabels": {"pool": "canary"}}},
-        }
-    }
-    name = daemonsets.create(manifest)
-    old_revision = revision_of(daemonsets.wait_for_nodes(name, nodes)[0])
-    eventually(
-        lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
-        what="the first revision everywhere",
-    )
+    name, old_revision = rolled_out_with_canary(daemonsets, fake_nodes, "canary-c")
     daemonsets.patch_spec(name, NEW_IMAGE)
     eventually(
         lambda: daemonsets.progressing(name).get("reason") == "CanaryRunning",

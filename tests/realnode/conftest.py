@@ -32,6 +32,7 @@ from localcluster.images import (
 from localcluster.realnode import REAL_NODE_LABEL, machine_snapshot, real_node_supported
 from tests.helpers import REPO, Kubectl, eventually
 from tests.integration.daemonsets import DaemonSets
+from tests.realnode.workloads import real_namespace
 
 REQUIRE_REAL_NODE = "KUBEHERD_REQUIRE_REAL_NODE"
 CHART = REPO / "charts" / "kubeherd"
@@ -202,3 +203,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         except Exception as error:  # the log is a help, never a second failure
             text = f"(the operator's log could not be read: {error})"
         report.sections.append((f"operator log: {pod.metadata.name}", text))
+
+
+@pytest.fixture
+def daemonsets(chart_operator: RealCluster, request: pytest.FixtureRequest) -> Iterator[DaemonSets]:
+    """The CustomDaemonSets of a test, in a namespace of its own, run by the chart's operator."""
+    purpose = request.node.name.removeprefix("test_")[:20].replace("_", "-").strip("-")
+    with real_namespace(chart_operator, purpose) as namespace:
+        yield chart_operator.daemonsets(namespace)

@@ -5,7 +5,6 @@ touched."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,8 +12,8 @@ import pytest
 from localcluster.realnode import NODE_NAME
 from tests.helpers import eventually
 from tests.integration.daemonsets import DaemonSets, revision_of, target_node_of
-from tests.realnode.conftest import RealCluster, is_ready
-from tests.realnode.workloads import box_container, box_daemonset, real_namespace
+from tests.realnode.conftest import is_ready
+from tests.realnode.workloads import box_container, box_daemonset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
@@ -23,13 +22,6 @@ CANARY = {
     "autoPause": {"maxRestarts": 5},
     "autoFail": {"maxRestarts": 2, "rollback": True},
 }
-
-
-@pytest.fixture
-def daemonsets(chart_operator: RealCluster, request: pytest.FixtureRequest) -> Iterator[DaemonSets]:
-    purpose = request.node.name.removeprefix("test_")[:20].replace("_", "-").strip("-")
-    with real_namespace(chart_operator, purpose) as namespace:
-        yield chart_operator.daemonsets(namespace)
 
 
 def everywhere(name: str) -> dict[str, Any]:

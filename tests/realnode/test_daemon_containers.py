@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from localcluster.realnode import NODE_IP, NODE_NAME
 from tests.helpers import eventually
 from tests.integration.daemonsets import DaemonSets, revision_of
 from tests.realnode.conftest import RealCluster, is_ready
-from tests.realnode.workloads import box_daemonset, real_namespace
+from tests.realnode.workloads import box_daemonset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
@@ -28,13 +27,6 @@ READY_FILE_PROBE = {
 }
 HTTP_PROBE = {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1, "failureThreshold": 1}
 SERVE = "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"
-
-
-@pytest.fixture
-def daemonsets(chart_operator: RealCluster, request: pytest.FixtureRequest) -> Iterator[DaemonSets]:
-    purpose = request.node.name.removeprefix("test_")[:20].replace("_", "-").strip("-")
-    with real_namespace(chart_operator, purpose) as namespace:
-        yield chart_operator.daemonsets(namespace)
 
 
 def kubectl_in(real: RealCluster, daemonsets: DaemonSets, *arguments: str) -> str:

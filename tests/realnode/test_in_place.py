@@ -5,7 +5,6 @@ replaces the pod as a Standard update does."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,20 +13,13 @@ from localcluster.images import OPERATOR_IMAGE
 from localcluster.realnode import NODE_NAME
 from tests.helpers import eventually
 from tests.integration.daemonsets import DaemonSets, revision_of, target_node_of
-from tests.realnode.conftest import RealCluster, is_ready
-from tests.realnode.workloads import box_daemonset, real_namespace
+from tests.realnode.conftest import is_ready
+from tests.realnode.workloads import box_daemonset
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 READY_PROBE = {"exec": {"command": ["true"]}, "periodSeconds": 1}
 IN_PLACE = {"type": "RollingUpdate", "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible"}}
-
-
-@pytest.fixture
-def daemonsets(chart_operator: RealCluster, request: pytest.FixtureRequest) -> Iterator[DaemonSets]:
-    purpose = request.node.name.removeprefix("test_")[:20].replace("_", "-").strip("-")
-    with real_namespace(chart_operator, purpose) as namespace:
-        yield chart_operator.daemonsets(namespace)
 
 
 def sleeper(name: str) -> dict[str, Any]:
