@@ -267,6 +267,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
         surge=surge,
         pending={node: pod.revision for node, pod in expected.items()},
         waves=spec.waves,
+        overrides=spec.overrides,
     )
     plan.records = nodes.records
     plan.deletes = nodes.deletes

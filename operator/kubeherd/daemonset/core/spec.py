@@ -15,6 +15,7 @@ from typing import Any
 from kubeherd.daemonset.core.claims import selector_problems
 from kubeherd.daemonset.core.in_place import in_place_key_of_json
 from kubeherd.daemonset.core.nodes import WaveRule
+from kubeherd.daemonset.core.overrides import OverrideRule
 from kubeherd.daemonset.core.pods import canonical_hash, canonical_json
 from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION
 from kubeherd.defaults import (
@@ -70,6 +71,8 @@ class DaemonSetSpec:
     # rollingUpdate.selector and topologyKey: which nodes' pods the update may change, and the
     # node label whose values it goes through one at a time.
     waves: WaveRule
+    # spec.resourceOverrides: which nodes' pods get other requests and limits.
+    overrides: OverrideRule
     paused: bool
     min_ready_seconds: int
     history_limit: int
@@ -149,6 +152,7 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
         in_place=in_place,
         in_place_key=in_place_key_of_json(template_json) if in_place else "",
         waves=WaveRule(rolling.get("selector"), str(rolling.get("topologyKey") or "")),
+        overrides=OverrideRule.of(spec.get("resourceOverrides")),
         paused=bool(spec.get("paused")),
         min_ready_seconds=int(spec.get("minReadySeconds") or 0),
         # An object stored before the CRD bounded the limit keeps its value: it gets the bound.

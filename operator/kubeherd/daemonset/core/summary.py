@@ -78,7 +78,7 @@ def summarize(
         if oldest is None:
             continue
         current += 1
-        updated += oldest.revision == revision
+        updated += record.up_to_date(oldest, revision)
         if oldest.ready:
             ready += 1
             available += (oldest.ready_since or now) + min_ready_seconds <= now
@@ -124,7 +124,7 @@ def pods_holding_up(
         waiting = [
             pod
             for pod in record.pods
-            if pod.revision == revision
+            if record.up_to_date(pod, revision)
             and not pod.deleting
             and not pod_available(pod, min_ready_seconds, now)
         ]

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubeherd.daemonset.core.model import NodeRecord
 from kubeherd.daemonset.core.plan import PassPlan, Stop
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.pod_writes import (
@@ -127,7 +128,13 @@ class Act:
             body,
             pacing,
             plan.creates,
-            pod_builder(body, state.history, lambda: spec.template, templates),
+            pod_builder(
+                body,
+                state.history,
+                lambda: spec.template,
+                templates,
+                lambda node: spec.overrides.by_key(_override_key(state.ledger.get(node))),
+            ),
             self.clock,
             self.kube.limits.max_concurrent,
         )
@@ -149,3 +156,7 @@ class Act:
             self.kube, (namespace, name), state.history, spec.history_limit, state.ledger
         )
         return Acted(create_retry=retry, unadopted=unadopted)
+
+
+def _override_key(record: NodeRecord | None) -> str:
+    return record.override if record is not None else ""

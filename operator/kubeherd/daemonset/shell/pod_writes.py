@@ -16,6 +16,7 @@ from kubeherd.daemonset.core.claims import PodClaims
 from kubeherd.daemonset.core.in_place import Target, resize_patch, update_patch
 from kubeherd.daemonset.core.model import ExpectedPod
 from kubeherd.daemonset.core.nodes import DeletePod
+from kubeherd.daemonset.core.overrides import ResourceOverride
 from kubeherd.daemonset.core.plan import PlannedCreate
 from kubeherd.daemonset.core.pods import REVISION_LABEL, DaemonPodMaker
 from kubeherd.daemonset.core.rollout import UpdatePod, create_batches, next_first_batch
@@ -292,10 +293,12 @@ def pod_builder(
     history: History,
     template: Callable[[], Mapping[str, Any]],
     kept_back: Mapping[str, Mapping[str, Any]] | None = None,
+    override_of: Callable[[str], ResourceOverride | None] = lambda _node: None,
 ) -> Callable[[PlannedCreate], dict[str, Any]]:
     """Builds each planned create's pod from its revision's template: the current one, which
     `template` gives (only once a pod is built), or by its hash one of `kept_back`
-    (`revision_writes.kept_back_templates`) for a node a partition keeps back."""
+    (`revision_writes.kept_back_templates`) for a node a partition keeps back; with the
+    node's resource override (`override_of`), whatever the revision."""
     makers: dict[str, DaemonPodMaker] = {}
     others = {
         history.revision: template,
@@ -307,7 +310,7 @@ def pod_builder(
             makers[create.revision] = DaemonPodMaker.of(
                 body, create.revision, others[create.revision]()
             )
-        return makers[create.revision].pod(create.node)
+        return makers[create.revision].pod(create.node, override_of(create.node))
 
     return build
 
