@@ -1,0 +1,260 @@
+"""Per-pool resource overrides (spec.resourceOverrides), with plain data: which override a node
+gets, what its pod looks like, and which pods a rolling update replaces when one changes."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from kubeherd.daemonset.core.eligibility import NodeInfo
+from kubeherd.daemonset.core.model import NodeRecord, PodInfo
+from kubeherd.daemonset.core.nodes import SurgeRule, plan_nodes, pods_to_keep
+from kubeherd.daemonset.core.overrides import OverrideRule
+from kubeherd.daemonset.core.plan import NodeView, plan_pass
+from kubeherd.daemonset.core.pods import RESOURCE_OVERRIDE_ANNOTATION, DaemonPodMaker
+from kubeherd.daemonset.core.rollout import plan_rolling_update
+from kubeherd.daemonset.core.status import RolloutView, progressing
+from kubeherd.daemonset.core.summary import summarize
+from tests.unit.test_daemon_pods import custom_daemon_set
+from tests.unit.test_passes import given, rolling, spec_of
+from tests.unit.test_planning import NOW, SPEC, node, pod
+
+LARGE = {"matchLabels": {"size": "large"}}
+TEMPLATE_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+
+
+def override(
+    name: str = "large-nodes",
+    selector: dict[str, Any] | None = None,
+    memory: str = "1Gi",
+    container: str = "agent",
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "nodeSelector": LARGE if selector is None else selector,
+        "containers": [
+            {
+                "name": container,
+                "resources": {"requests": {"memory": memory}, "limits": {"memory": "2Gi"}},
+            }
+        ],
+    }
+
+
+def key_of(*items: dict[str, Any]) -> str:
+    """The key of the first override given."""
+    return OverrideRule.of(items).overrides[0].key
+
+
+def record(info: NodeInfo, pods: list[PodInfo], rule: OverrideRule) -> NodeRecord:
+    result = plan_nodes(SPEC, [info.name], lambda _n: info, lambda _n: pods, overrides=rule)
+    entry = result.records[info.name]
+    assert entry is not None
+    return entry
+
+
+def with_override(info: PodInfo, key: str) -> PodInfo:
+    return dataclasses.replace(info, override=key)
+
+
+def test_the_first_override_in_list_order_whose_selector_matches_applies() -> None:
+    rule = OverrideRule.of(
+        [
+            override("zone-a", {"matchLabels": {"zone": "a"}}),
+            override("large-nodes"),
+            override("everything", {}),
+        ]
+    )
+
+    assert rule.key_for({"zone": "a", "size": "large"}).startswith("zone-a/")
+    assert rule.key_for({"zone": "b", "size": "large"}).startswith("large-nodes/")
+    # An empty selector matches every node, as a LabelSelector does.
+    assert rule.key_for({"zone": "b"}).startswith("everything/")
+    assert OverrideRule.of([override()]).key_for({"size": "small"}) == ""
+
+
+def test_the_key_changes_with_what_the_override_sets_and_only_with_it() -> None:
+    assert key_of(override(memory="1Gi")) == key_of(override(memory="1Gi", selector={}))
+    assert key_of(override(memory="1Gi")) != key_of(override(memory="2Gi"))
+    assert key_of(override("one")) != key_of(override("two"))
+
+
+def test_a_pod_gets_the_override_merged_key_by_key_and_an_annotation_naming_it() -> None:
+    containers = [
+        {"name": "agent", "image": "agent:1", "resources": TEMPLATE_RESOURCES},
+        {"name": "sidecar", "image": "sidecar:1", "resources": TEMPLATE_RESOURCES},
+    ]
+    cds = custom_daemon_set(containers=containers)
+    pristine = copy.deepcopy(cds)
+    large = OverrideRule.of([override()]).overrides[0]
+
+    pod_ = DaemonPodMaker.of(cds, "r1").pod("n1", large)
+
+    agent, sidecar = pod_["spec"]["containers"]
+    assert agent["resources"] == {
+        "requests": {"cpu": "100m", "memory": "1Gi"},
+        "limits": {"memory": "2Gi"},
+    }
+    assert sidecar["resources"] == TEMPLATE_RESOURCES
+    assert pod_["metadata"]["annotations"][RESOURCE_OVERRIDE_ANNOTATION] == large.key
+    assert cds == pristine
+
+
+def test_a_pod_without_an_override_has_the_templates_resources_and_no_annotation() -> None:
+    cds = custom_daemon_set(
+        containers=[{"name": "agent", "image": "agent:1", "resources": TEMPLATE_RESOURCES}]
+    )
+
+    pod_ = DaemonPodMaker.of(cds, "r1").pod("n1")
+
+    assert pod_["spec"]["containers"][0]["resources"] == TEMPLATE_RESOURCES
+    assert RESOURCE_OVERRIDE_ANNOTATION not in pod_["metadata"]["annotations"]
+
+
+def test_a_pods_record_reads_the_override_it_was_made_with() -> None:
+    body = {"metadata": {"name": "p", "annotations": {RESOURCE_OVERRIDE_ANNOTATION: "big/abc"}}}
+
+    assert PodInfo.from_body(body).override == "big/abc"
+    assert PodInfo.from_body({"metadata": {"name": "p"}}).override == ""
+
+
+def test_a_node_record_names_the_override_its_labels_select() -> None:
+    rule = OverrideRule.of([override()])
+
+    assert record(node("a", size="large"), [], rule).override == key_of(override())
+    assert record(node("b", size="small"), [], rule).override == ""
+
+
+def test_a_changed_override_replaces_only_the_pods_of_the_nodes_it_matches() -> None:
+    before, after = key_of(override(memory="1Gi")), OverrideRule.of([override(memory="3Gi")])
+    ledger = {
+        name: record(
+            node(name, size=size),
+            [with_override(pod(f"p{name}", name, revision="r2"), before if size else "")],
+            after,
+        )
+        for name, size in (("a", "large"), ("b", ""), ("c", "large"), ("d", ""))
+    }
+
+    step = plan_rolling_update(ledger, "r2", {"maxUnavailable": 4}, 0, NOW, set())
+
+    assert sorted(d.node for d in step.deletes) == ["a", "c"]
+    assert {d.why for d in step.deletes} == {"its resource override is out of date"}
+    assert step.outdated
+
+
+def test_an_override_change_stays_within_max_unavailable() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    ledger = {
+        name: record(node(name, size="large"), [pod(f"p{name}", name, revision="r2")], rule)
+        for name in ("a", "b", "c")
+    }
+
+    step = plan_rolling_update(ledger, "r2", {"maxUnavailable": 1}, 0, NOW, set())
+
+    assert [d.node for d in step.deletes] == ["a"]
+
+
+def test_a_node_that_loses_its_override_gets_the_templates_resources_back() -> None:
+    ledger = {
+        "a": record(
+            node("a", size="large"),
+            [with_override(pod("pa", "a", revision="r2"), key_of(override()))],
+            OverrideRule(),
+        )
+    }
+
+    step = plan_rolling_update(ledger, "r2", {"maxUnavailable": 1}, 0, NOW, set())
+
+    assert [d.node for d in step.deletes] == ["a"]
+
+
+def test_a_node_with_an_override_is_never_updated_in_place() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    current = rule.overrides[0].key
+    ledger = {
+        "a": record(node("a", size="large"), [pod("pa", "a", revision="r2")], rule),
+        "b": record(node("b"), [pod("pb", "b", revision="r1")], rule),
+        "c": record(
+            node("c", size="large"), [with_override(pod("pc", "c", revision="r1"), current)], rule
+        ),
+    }
+
+    step = plan_rolling_update(
+        ledger, "r2", {"maxUnavailable": 3}, 0, NOW, set(), in_place_from=frozenset({"r1", "r2"})
+    )
+
+    # An in-place update gives the template's resources: the overridden nodes' pods are
+    # replaced, whether their override or their revision is out of date.
+    assert [d.node for d in step.deletes] == ["a", "c"]
+    assert [u.node for u in step.updates] == ["b"]
+
+
+def test_with_surge_the_new_pod_starts_beside_the_one_with_the_old_override() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    old = pod("old", "a", revision="r2", created="2026-01-01T00:00:00Z")
+    ledger = {"a": record(node("a", size="large"), [old], rule)}
+
+    step = plan_rolling_update(ledger, "r2", {"maxSurge": 1}, 0, NOW, set())
+
+    assert [c.node for c in step.creates] == ["a"]
+    new = with_override(
+        pod("new", "a", revision="r2", created="2026-01-02T00:00:00Z"), rule.overrides[0].key
+    )
+    surge = SurgeRule("r2", 0, NOW)
+    # The new pod is available: the old one goes, though it is older.
+    assert pods_to_keep([old, new], surge, rule.overrides[0].key) == [new]
+
+
+def test_a_pod_with_another_override_is_not_counted_as_updated() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    current = rule.overrides[0].key
+    ledger = {
+        "a": record(node("a", size="large"), [pod("pa", "a", revision="r2")], rule),
+        "b": record(
+            node("b", size="large"), [with_override(pod("pb", "b", revision="r2"), current)], rule
+        ),
+        "c": record(node("c"), [pod("pc", "c", revision="r2")], rule),
+    }
+
+    summary = summarize(ledger, "r2", 0, NOW)
+
+    assert (summary.updated, summary.desired) == (2, 3)
+    assert progressing(summary, RolloutView())[1] == "RollingUpdate"
+
+
+def test_a_rollout_of_an_override_alone_completes_once_its_nodes_are_replaced() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    current = rule.overrides[0].key
+    ledger = {
+        "a": record(
+            node("a", size="large"), [with_override(pod("pa", "a", revision="r2"), current)], rule
+        ),
+        "c": record(node("c"), [pod("pc", "c", revision="r2")], rule),
+    }
+
+    step = plan_rolling_update(ledger, "r2", {"maxUnavailable": 1}, 0, NOW, set())
+    summary = summarize(ledger, "r2", 0, NOW)
+
+    assert not step.outdated
+    assert progressing(summary, RolloutView())[1] == "RolloutComplete"
+
+
+def test_a_pass_after_an_override_change_deletes_the_matching_nodes_pods_only() -> None:
+    old_key = key_of(override(memory="1Gi"))
+    spec = spec_of(resourceOverrides=[override(memory="3Gi")], **rolling(maxUnavailable=3))
+    dirty = {
+        "a": NodeView(
+            node("a", size="large"), (with_override(pod("pa", "a", revision="r2"), old_key),)
+        ),
+        "b": NodeView(node("b"), (pod("pb", "b", revision="r2"),)),
+        "c": NodeView(
+            node("c", size="large"), (with_override(pod("pc", "c", revision="r2"), old_key),)
+        ),
+    }
+
+    plan = plan_pass(given(spec, dirty=dirty, rolling=True))
+
+    assert sorted(d.node for d in plan.deletes) == ["a", "c"]
+    assert plan.rolling
