@@ -782,3 +782,54 @@ def test_a_node_labelled_into_the_wave_is_updated_without_a_spec_change() -> Non
 
     run_virtually(scenario)
     assert cluster.images() == {"n1": NEW, "n2": NEW}
+
+
+def memory_override(memory: str) -> list[dict[str, Any]]:
+    resources = {"requests": {"memory": memory}}
+    return [
+        {
+            "name": "large-nodes",
+            "nodeSelector": {"matchLabels": {"size": "large"}},
+            "containers": [{"name": "agent", "resources": resources}],
+        }
+    ]
+
+
+def memory_requests(cluster: FakeCluster) -> dict[str, str | None]:
+    return {
+        node: (pods[0]["spec"]["containers"][0].get("resources") or {})
+        .get("requests", {})
+        .get("memory")
+        for node, pods in cluster.pods_by_node().items()
+    }
+
+
+def test_a_changed_resource_override_replaces_only_the_pods_of_its_nodes() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n3", size="large")
+    cluster.add_nodes("n2", "n4")
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 4}}
+    first: dict[str, str | None] = {}
+    since = 0
+
+    async def scenario() -> None:
+        nonlocal since
+        manifest = agent(updateStrategy=strategy, resourceOverrides=memory_override("1Gi"))
+        controller = await start_running(cluster, manifest)
+        first.update(memory_requests(cluster))
+        since = len(cluster.writes)
+        cluster.update_spec(resourceOverrides=memory_override("3Gi"))
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert first == {"n1": "1Gi", "n2": None, "n3": "1Gi", "n4": None}
+    assert memory_requests(cluster) == {"n1": "3Gi", "n2": None, "n3": "3Gi", "n4": None}
+    assert nodes_of_writes(cluster, "delete", since) == {"n1", "n3"}
+    assert nodes_of_writes(cluster, "create", since) == {"n1", "n3"}
+    # Overrides are not part of the template's revisions.
+    assert cluster.verbs().count("create ControllerRevision") == 1
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
