@@ -833,3 +833,25 @@ def test_a_changed_resource_override_replaces_only_the_pods_of_its_nodes() -> No
     # Overrides are not part of the template's revisions.
     assert cluster.verbs().count("create ControllerRevision") == 1
     assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_a_node_labelled_into_an_overrides_pool_gets_its_pod_replaced() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+    before: dict[str, str | None] = {}
+
+    async def scenario() -> None:
+        manifest = agent(resourceOverrides=memory_override("1Gi"))
+        controller = await start_running(cluster, manifest)
+        await settle()
+        before.update(memory_requests(cluster))
+        cluster.add_nodes("n2", size="large")  # the Node event only: no spec change
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert before == {"n1": None, "n2": None}
+    assert memory_requests(cluster) == {"n1": None, "n2": "1Gi"}
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"

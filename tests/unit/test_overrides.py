@@ -258,3 +258,13 @@ def test_a_pass_after_an_override_change_deletes_the_matching_nodes_pods_only() 
 
     assert sorted(d.node for d in plan.deletes) == ["a", "c"]
     assert plan.rolling
+
+
+def test_a_node_relabelled_into_a_pool_has_its_pod_replaced_without_a_spec_change() -> None:
+    spec = spec_of(resourceOverrides=[override()])
+    dirty = {"a": NodeView(node("a", size="large"), (pod("pa", "a", revision="r2"),))}
+
+    # No rollout under way: only the Node event made the node dirty.
+    plan = plan_pass(given(spec, dirty=dirty, rolling=False))
+
+    assert [d.node for d in plan.deletes] == ["a"]

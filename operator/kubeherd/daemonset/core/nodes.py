@@ -88,6 +88,9 @@ class NodePlan:
     records: dict[str, NodeRecord | None] = field(default_factory=dict)
     # Nodes whose failed pod stays until their failed-pod backoff passes.
     backing_off: list[str] = field(default_factory=list)
+    # A node runs a pod made with another resource override than the node's now (relabelled
+    # into or out of a pool): a rolling update has work, though no spec changed.
+    stale_override: bool = False
 
 
 def plan_nodes(
@@ -125,6 +128,8 @@ def plan_nodes(
         verdict = requirements.verdict(node)
         override = overrides.key_for(node.labels)
         running = [pod for pod in active if not pod.finished]
+        if verdict.should_run and any(pod.override != override for pod in running):
+            plan.stale_override = True
         finished = [pod for pod in active if pod.finished]
         if verdict.should_continue_running:
             for pod in finished:

@@ -291,7 +291,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
     plan.rolling = given.rolling
     plan.rollout_deleted = given.rollout_deleted
     plan.rollout_updated = given.rollout_updated
-    if given.rolling and spec.rolling_update and not spec.paused:
+    if (given.rolling or nodes.stale_override) and spec.rolling_update and not spec.paused:
         # A delete is done once the ledger shows the pod Terminating or gone; an update in
         # place once it shows the pod of the new revision.
         in_flight = given.rollout_deleted & {
