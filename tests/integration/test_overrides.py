@@ -106,5 +106,6 @@ def test_an_override_applies_to_its_pool_and_a_change_replaces_only_its_pods(
     )
     status = daemonsets.get(name)["status"]
     assert status["updatedNumberScheduled"] == len(nodes)
+    assert status["resourceOverrides"] == [{"name": "large-nodes", "nodes": len(LARGE_NODES)}]
     # The override is no new revision of the template.
     assert len(daemonsets.revisions(name)) == 1

@@ -830,6 +830,7 @@ def test_a_changed_resource_override_replaces_only_the_pods_of_its_nodes() -> No
     assert memory_requests(cluster) == {"n1": "3Gi", "n2": None, "n3": "3Gi", "n4": None}
     assert nodes_of_writes(cluster, "delete", since) == {"n1", "n3"}
     assert nodes_of_writes(cluster, "create", since) == {"n1", "n3"}
+    assert cluster.status()["resourceOverrides"] == [{"name": "large-nodes", "nodes": 2}]
     # Overrides are not part of the template's revisions.
     assert cluster.verbs().count("create ControllerRevision") == 1
     assert cluster.condition("Progressing")["reason"] == "RolloutComplete"

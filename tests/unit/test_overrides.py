@@ -7,14 +7,14 @@ import copy
 import dataclasses
 from typing import Any
 
-from kubeherd.daemonset.core.eligibility import NodeInfo
+from kubeherd.daemonset.core.eligibility import NodeInfo, Taint
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import SurgeRule, plan_nodes, pods_to_keep
 from kubeherd.daemonset.core.overrides import OverrideRule
 from kubeherd.daemonset.core.plan import NodeView, plan_pass
 from kubeherd.daemonset.core.pods import RESOURCE_OVERRIDE_ANNOTATION, DaemonPodMaker
 from kubeherd.daemonset.core.rollout import plan_rolling_update
-from kubeherd.daemonset.core.status import RolloutView, progressing
+from kubeherd.daemonset.core.status import RolloutView, build_status, progressing
 from kubeherd.daemonset.core.summary import summarize
 from tests.unit.test_daemon_pods import custom_daemon_set
 from tests.unit.test_passes import given, rolling, spec_of
@@ -268,3 +268,59 @@ def test_a_node_relabelled_into_a_pool_has_its_pod_replaced_without_a_spec_chang
     plan = plan_pass(given(spec, dirty=dirty, rolling=False))
 
     assert [d.node for d in plan.deletes] == ["a"]
+
+
+def test_the_status_counts_the_eligible_nodes_each_override_applies_to() -> None:
+    rule = OverrideRule.of(
+        [
+            override("zone-a", {"matchLabels": {"zone": "a"}}),
+            override(),
+            override("typo", {"matchLabels": {"size": "larg"}}),
+        ]
+    )
+    tainted = node("e", Taint(key="maintenance", effect="NoSchedule"), size="large")
+    ledger = {
+        "a": record(node("a", size="large", zone="a"), [], rule),
+        "b": record(node("b", size="large"), [], rule),
+        "c": record(node("c", size="large"), [], rule),
+        "d": record(node("d"), [], rule),
+        "e": record(tainted, [], rule),
+    }
+
+    summary = summarize(ledger, "r2", 0, NOW, overrides=rule)
+    status = build_status(
+        summary,
+        generation=1,
+        node_selector="",
+        previous={},
+        create_failure=None,
+        now="",
+        rollout=RolloutView(),
+    )
+
+    # A node counts for the first override that matches it, an ineligible one for none; an
+    # override matching no node shows 0.
+    assert status["resourceOverrides"] == [
+        {"name": "zone-a", "nodes": 1},
+        {"name": "large-nodes", "nodes": 2},
+        {"name": "typo", "nodes": 0},
+    ]
+
+
+def test_the_status_clears_its_overrides_once_the_spec_has_none() -> None:
+    summary = summarize({}, "r2", 0, NOW)
+    previous = {"resourceOverrides": [{"name": "large-nodes", "nodes": 2}]}
+
+    def status_after(previous: dict[str, Any]) -> dict[str, Any]:
+        return build_status(
+            summary,
+            generation=1,
+            node_selector="",
+            previous=previous,
+            create_failure=None,
+            now="",
+            rollout=RolloutView(),
+        )
+
+    assert status_after(previous)["resourceOverrides"] == []
+    assert "resourceOverrides" not in status_after({})

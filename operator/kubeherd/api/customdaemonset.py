@@ -600,6 +600,11 @@ class IneligibleNodes(Model):
     nodes: list[str] | None = Field(default=None, description="A few of those nodes.")
 
 
+class OverrideNodes(Model):
+    name: str = Field(description="A resource override of the spec.")
+    nodes: int = Field(description="How many eligible nodes it applies to.")
+
+
 class CustomDaemonSetStatus(Model):
     desired_number_scheduled: int | None = Field(default=None, description="Eligible nodes.")
     current_number_scheduled: int | None = Field(
@@ -642,6 +647,11 @@ class CustomDaemonSetStatus(Model):
     )
     ineligible_nodes: list[IneligibleNodes] | None = Field(
         default=None, description="Why nodes have no daemon pod, grouped by reason."
+    )
+    resource_overrides: list[OverrideNodes] | None = Field(
+        default=None,
+        description="Each of spec.resourceOverrides, in order, with how many eligible nodes it "
+        "applies to (a node matched by several counts for the first).",
     )
     conditions: list[Condition] | None = Field(
         default=None,

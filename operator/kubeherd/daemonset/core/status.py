@@ -170,6 +170,11 @@ def build_status(
         status["currentRevision"] = rollout.current_revision
     if rollout.collision_count:
         status["collisionCount"] = rollout.collision_count
+    if summary.overrides or "resourceOverrides" in previous:
+        # A merge patch: an empty list, not an absent key, clears what an earlier write said.
+        status["resourceOverrides"] = [
+            {"name": name, "nodes": nodes} for name, nodes in summary.overrides
+        ]
     return status
 
 
