@@ -10,13 +10,20 @@ from typing import Any
 import pytest
 
 from tests.helpers import TrackedFakeNodes, eventually
-from tests.integration.daemonsets import WORKERS, DaemonSets, agent, target_node_of
+from tests.integration.daemonsets import (
+    WORKERS,
+    DaemonSets,
+    agent,
+    load_example,
+    target_node_of,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
 
 POOL_LABEL = "kubeherd.io/test-pool"
 LARGE_NODES = {"pool-large-1", "pool-large-2"}
 ANNOTATION = "kubeherd.io/resource-override"
+PER_POOL = load_example("per-pool-resources.yaml")
 TEMPLATE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}}
 
 
@@ -109,3 +116,16 @@ def test_an_override_applies_to_its_pool_and_a_change_replaces_only_its_pods(
     assert status["resourceOverrides"] == [{"name": "large-nodes", "nodes": len(LARGE_NODES)}]
     # The override is no new revision of the template.
     assert len(daemonsets.revisions(name)) == 1
+
+
+def test_the_per_pool_example_gives_a_labelled_node_the_overrides_memory(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    fake_nodes.add("pool-m5-1", labels={"node.kubernetes.io/instance-type": "m5.4xlarge"})
+    name = daemonsets.create(PER_POOL)
+
+    pods = daemonsets.wait_for_nodes(name, WORKERS | {"pool-m5-1"})
+
+    resources = resources_by_node(pods)
+    assert resources["pool-m5-1"] == ({"cpu": "10m", "memory": "256Mi"}, {"memory": "512Mi"})
+    assert resources["worker-1"] == ({"cpu": "10m", "memory": "32Mi"}, {"memory": "64Mi"})
