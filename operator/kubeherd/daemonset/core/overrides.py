@@ -24,6 +24,8 @@ OVERRIDDEN_PARTS = ("requests", "limits")
 
 @dataclass(frozen=True)
 class ResourceOverride:
+    """One item of spec.resourceOverrides."""
+
     name: str
     node_selector: Mapping[str, Any]
     # Per container of the template, by name: the requests and limits to set.
@@ -89,17 +91,6 @@ class OverrideRule:
 
     def by_key(self, key: str) -> ResourceOverride | None:
         return next((o for o in self.overrides if o.key == key), None) if key else None
-
-    def unknown_containers(self, template: Mapping[str, Any]) -> list[str]:
-        """`override/container` for each container an override names that the template
-        does not have."""
-        known = {c.get("name") for c in (template.get("spec") or {}).get("containers") or ()}
-        return [
-            f"{override.name}/{container}"
-            for override in self.overrides
-            for container in override.containers
-            if container not in known
-        ]
 
 
 NO_OVERRIDES = OverrideRule()
