@@ -126,10 +126,12 @@ def plan_nodes(
             plan.records[name] = None
             continue
         verdict = requirements.verdict(node)
-        override = overrides.key_for(node.labels)
+        # Most CustomDaemonSets have no overrides: their nodes skip the selectors altogether.
+        override = overrides.key_for(node.labels) if overrides.overrides else ""
         running = [pod for pod in active if not pod.finished]
-        if verdict.should_run and any(pod.override != override for pod in running):
-            plan.stale_override = True
+        if verdict.should_run and not plan.stale_override:
+            for pod in running:
+                plan.stale_override |= pod.override != override
         finished = [pod for pod in active if pod.finished]
         if verdict.should_continue_running:
             for pod in finished:

@@ -189,7 +189,8 @@ def plan_rolling_update(
             continue
         held = _held_by_wave(record, domain)
         for pod in pods:
-            if record.up_to_date(pod, revision):
+            # Inline NodeRecord.up_to_date: a rollout's hottest loop, over every node each pass.
+            if pod.revision == revision and pod.override == record.override:
                 continue
             step.outdated = True
             if held:

@@ -80,11 +80,13 @@ def summarize(
             misscheduled += oldest is not None
             continue
         desired += 1
-        overridden[record.override] += 1
+        if record.override:
+            overridden[record.override] += 1
         if oldest is None:
             continue
         current += 1
-        updated += record.up_to_date(oldest, revision)
+        # Inline NodeRecord.up_to_date: this loop runs over every node at each status.
+        updated += oldest.revision == revision and oldest.override == record.override
         if oldest.ready:
             ready += 1
             available += (oldest.ready_since or now) + min_ready_seconds <= now
