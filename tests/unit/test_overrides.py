@@ -9,11 +9,11 @@ from typing import Any
 
 from kubeherd.daemonset.core.eligibility import NodeInfo, Taint
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo
-from kubeherd.daemonset.core.nodes import SurgeRule, plan_nodes, pods_to_keep
+from kubeherd.daemonset.core.nodes import SurgeRule, WaveRule, plan_nodes, pods_to_keep
 from kubeherd.daemonset.core.overrides import OverrideRule
 from kubeherd.daemonset.core.plan import NodeView, plan_pass
 from kubeherd.daemonset.core.pods import RESOURCE_OVERRIDE_ANNOTATION, DaemonPodMaker
-from kubeherd.daemonset.core.rollout import plan_rolling_update
+from kubeherd.daemonset.core.rollout import nodes_outside_wave, plan_rolling_update
 from kubeherd.daemonset.core.status import RolloutView, build_status, progressing
 from kubeherd.daemonset.core.summary import summarize
 from tests.unit.test_daemon_pods import custom_daemon_set
@@ -324,3 +324,23 @@ def test_the_status_clears_its_overrides_once_the_spec_has_none() -> None:
 
     assert status_after(previous)["resourceOverrides"] == []
     assert "resourceOverrides" not in status_after({})
+
+
+def test_a_wave_selector_holds_an_override_change_to_its_nodes() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    waves = WaveRule({"matchLabels": {"wave": "1"}})
+    infos = {name: node(name, size="large", wave=wave) for name, wave in (("a", "1"), ("b", "2"))}
+    result = plan_nodes(
+        SPEC,
+        sorted(infos),
+        infos.get,
+        lambda name: [pod(f"p{name}", name, revision="r2")],
+        waves=waves,
+        overrides=rule,
+    )
+    ledger = {name: entry for name, entry in result.records.items() if entry is not None}
+
+    step = plan_rolling_update(ledger, "r2", {"maxUnavailable": 2}, 0, NOW, set())
+
+    assert [d.node for d in step.deletes] == ["a"]
+    assert nodes_outside_wave(ledger, "r2", frozenset()) == 1
