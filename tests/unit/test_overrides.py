@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from kubeherd.daemonset.core.eligibility import NodeInfo, Taint
+from kubeherd.daemonset.core.in_place import Target, unresizable_change, update_patch
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import SurgeRule, WaveRule, plan_nodes, pods_to_keep
 from kubeherd.daemonset.core.overrides import OverrideRule
@@ -170,7 +171,7 @@ def test_a_node_that_loses_its_override_gets_the_templates_resources_back() -> N
     assert [d.node for d in step.deletes] == ["a"]
 
 
-def test_a_node_with_an_override_is_never_updated_in_place() -> None:
+def test_with_in_place_updates_an_override_change_is_an_update_in_place() -> None:
     rule = OverrideRule.of([override(memory="3Gi")])
     current = rule.overrides[0].key
     ledger = {
@@ -179,16 +180,28 @@ def test_a_node_with_an_override_is_never_updated_in_place() -> None:
         "c": record(
             node("c", size="large"), [with_override(pod("pc", "c", revision="r1"), current)], rule
         ),
+        "d": record(
+            node("d", size="large"), [with_override(pod("pd", "d", revision="r2"), current)], rule
+        ),
     }
 
     step = plan_rolling_update(
-        ledger, "r2", {"maxUnavailable": 3}, 0, NOW, set(), in_place_from=frozenset({"r1", "r2"})
+        ledger, "r2", {"maxUnavailable": 4}, 0, NOW, set(), in_place_from=frozenset({"r1", "r2"})
     )
 
-    # An in-place update gives the template's resources: the overridden nodes' pods are
-    # replaced, whether their override or their revision is out of date.
-    assert [d.node for d in step.deletes] == ["a", "c"]
-    assert [u.node for u in step.updates] == ["b"]
+    # The override alone (a), the revision alone (b) or both (c): d is up to date.
+    assert [u.node for u in step.updates] == ["a", "b", "c"]
+    assert step.deletes == []
+
+
+def test_without_in_place_updates_an_override_change_replaces_the_pod() -> None:
+    rule = OverrideRule.of([override(memory="3Gi")])
+    ledger = {"a": record(node("a", size="large"), [pod("pa", "a", revision="r2")], rule)}
+
+    step = plan_rolling_update(ledger, "r2", {"maxUnavailable": 1}, 0, NOW, set())
+
+    assert [d.node for d in step.deletes] == ["a"]
+    assert step.updates == []
 
 
 def test_with_surge_the_new_pod_starts_beside_the_one_with_the_old_override() -> None:
@@ -344,3 +357,59 @@ def test_a_wave_selector_holds_an_override_change_to_its_nodes() -> None:
 
     assert [d.node for d in step.deletes] == ["a"]
     assert nodes_outside_wave(ledger, "r2", frozenset()) == 1
+
+
+def sized_template(**resources: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "agent", "image": "agent:1", "resources": resources}]}}
+
+
+def live_pod(resources: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "agent-x",
+            "resourceVersion": "41",
+            "labels": {},
+            "annotations": annotations,
+        },
+        "spec": {"containers": [{"name": "agent", "image": "agent:1", "resources": resources}]},
+    }
+
+
+def test_an_in_place_target_has_the_nodes_override_merged_in() -> None:
+    large = OverrideRule.of([override(memory="3Gi")]).overrides[0]
+
+    target = Target.of(sized_template(requests={"cpu": "100m", "memory": "64Mi"}), large)
+
+    assert target.resources["agent"] == {
+        "requests": {"cpu": "100m", "memory": "3Gi"},
+        "limits": {"memory": "2Gi"},
+    }
+    assert target.override_key == large.key
+    assert Target.of(sized_template()).override_key == ""
+
+
+def test_an_in_place_update_writes_the_override_annotation_or_removes_it() -> None:
+    large = OverrideRule.of([override()]).overrides[0]
+    plain_pod = live_pod({}, {})
+    overridden_pod = live_pod({}, {RESOURCE_OVERRIDE_ANNOTATION: "old/key"})
+    path = "/metadata/annotations/kubeherd.io~1resource-override"
+
+    to_large = update_patch(plain_pod, Target.of(sized_template(), large), "r1") or []
+    to_plain = update_patch(overridden_pod, Target.of(sized_template()), "r1") or []
+    stays_plain = update_patch(plain_pod, Target.of(sized_template()), "r1") or []
+
+    assert {"op": "add", "path": path, "value": large.key} in to_large
+    assert {"op": "remove", "path": path} in to_plain
+    assert not any(op["path"] == path for op in stays_plain)
+
+
+def test_an_override_of_resources_other_than_cpu_and_memory_cannot_be_resized() -> None:
+    storage = override()
+    storage["containers"][0]["resources"] = {"limits": {"ephemeral-storage": "2Gi"}}
+    memory = OverrideRule.of([override(memory="3Gi")]).overrides[0]
+    pod_body = live_pod({"requests": {"memory": "64Mi"}}, {})
+
+    assert unresizable_change(
+        pod_body, Target.of(sized_template(), OverrideRule.of([storage]).overrides[0])
+    )
+    assert not unresizable_change(pod_body, Target.of(sized_template(), memory))

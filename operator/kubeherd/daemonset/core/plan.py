@@ -293,7 +293,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
     plan.rollout_updated = given.rollout_updated
     if (given.rolling or nodes.stale_override) and spec.rolling_update and not spec.paused:
         # A delete is done once the ledger shows the pod Terminating or gone; an update in
-        # place once it shows the pod of the new revision.
+        # place once it shows the pod of the new revision and its node's resource override.
         in_flight = given.rollout_deleted & {
             pod.uid for record in ledger.values() for pod in record.active_pods
         }
@@ -301,7 +301,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             pod.uid
             for record in ledger.values()
             for pod in record.active_pods
-            if pod.revision != revision
+            if not record.up_to_date(pod, revision)
         }
         step = plan_rolling_update(
             ledger,

@@ -152,7 +152,7 @@ def plan_rolling_update(
     update sent that the watch does not show yet is in `already_deleted` too.
 
     A pod of `revision` whose resource override is not its node's (`NodeRecord.override`) is
-    out of date too, and is replaced.
+    out of date too: it is replaced, or with `revision` in `in_place_from` updated in place.
 
     Nodes outside rollingUpdate.selector or outside `domain` (the failure domain being
     updated, None: every domain) are left alone as well and count for the budget, but their
@@ -202,7 +202,7 @@ def plan_rolling_update(
                 else "its resource override is out of date"
             )
             change: DeletePod | UpdatePod
-            if _in_place(record, pod, revision, in_place_from):
+            if pod.revision in in_place_from:
                 change = UpdatePod(name, pod)
             elif available:
                 change = DeletePod(name, pod, why)
@@ -216,20 +216,6 @@ def plan_rolling_update(
     for change in candidates[:budget]:
         _add(step, change)
     return step
-
-
-def _in_place(
-    record: NodeRecord, pod: PodInfo, revision: str, in_place_from: frozenset[str]
-) -> bool:
-    """Whether the pod is updated in place: an older revision the template can update so, on a
-    node with no resource override either way (an in-place update gives the template's
-    resources, so a pod whose override changes is replaced)."""
-    return (
-        pod.revision != revision
-        and pod.revision in in_place_from
-        and not pod.override
-        and not record.override
-    )
 
 
 def _add(step: RolloutStep, change: DeletePod | UpdatePod) -> None:

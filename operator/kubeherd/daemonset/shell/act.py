@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubeherd.daemonset.core.model import NodeRecord
+from kubeherd.daemonset.core.overrides import ResourceOverride
 from kubeherd.daemonset.core.plan import PassPlan, Stop
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.pod_writes import (
@@ -106,6 +107,10 @@ class Act:
             pacing.expected.pop(node, None)
         rollout.rolling, rollout.deleted = plan.rolling, plan.rollout_deleted
         await delete_pods(self.kube, self.events, body, pacing, plan.deletes, self.clock())
+
+        def override_of(node: str) -> ResourceOverride | None:
+            return spec.overrides.by_key(_override_key(state.ledger.get(node)))
+
         rollout.updated = plan.rollout_updated - await update_pods_in_place(
             self.kube,
             self.events,
@@ -115,6 +120,7 @@ class Act:
             spec,
             state.history.revision,
             self.clock(),
+            override_of,
         )
         kept_back = {create.revision for create in plan.creates} - {state.history.revision}
         templates = (
@@ -133,7 +139,7 @@ class Act:
                 state.history,
                 lambda: spec.template,
                 templates,
-                lambda node: spec.overrides.by_key(_override_key(state.ledger.get(node))),
+                override_of,
             ),
             self.clock,
             self.kube.limits.max_concurrent,

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.claims import PodClaims
-from kubeherd.daemonset.core.in_place import Target, resize_patch, update_patch
+from kubeherd.daemonset.core.in_place import (
+    Target,
+    resize_patch,
+    unresizable_change,
+    update_patch,
+)
 from kubeherd.daemonset.core.model import ExpectedPod
 from kubeherd.daemonset.core.nodes import DeletePod
 from kubeherd.daemonset.core.overrides import ResourceOverride
@@ -88,17 +93,32 @@ async def update_pods_in_place(
     spec: DaemonSetSpec,
     revision: str,
     now: float,
+    override_of: Callable[[str], ResourceOverride | None] = lambda _node: None,
 ) -> set[str]:
-    """Update each pod in place to the template's resources and images and to `revision`,
-    reading it first. A pod the API server will not resize (its new resources would change
-    its QoS class, say) is replaced instead. Returns the uids of the pods not updated (changed
-    meanwhile, gone, refused, or deleted): the next pass plans them again."""
+    """Update each pod in place to the template's resources and images, with its node's
+    resource override (`override_of`), and to `revision`, reading it first. A pod the API
+    server will not resize (its new resources would change its QoS class, say), or whose
+    resources other than CPU and memory change, is replaced instead. Returns the uids of the
+    pods not updated (changed meanwhile, gone, refused, or deleted): the next pass plans them
+    again."""
     if not updates:
         return set()
     namespace = body["metadata"]["namespace"]
-    target = Target.of(spec.template)
+    template = spec.template
+    targets: dict[str, Target] = {}
+
+    def target_for(node: str) -> Target:
+        override = override_of(node)
+        key = override.key if override is not None else ""
+        if key not in targets:
+            targets[key] = Target.of(template, override)
+        return targets[key]
+
     results = await asyncio.gather(
-        *(_update_in_place(kube, namespace, update, target, revision) for update in updates)
+        *(
+            _update_in_place(kube, namespace, update, target_for(update.node), revision)
+            for update in updates
+        )
     )
     not_updated = set()
     for update, result in zip(updates, results, strict=True):
@@ -150,6 +170,9 @@ async def _update_in_place(
     metadata = (pod or {}).get("metadata") or {}
     if pod is None or metadata.get("uid") != update.pod.uid or metadata.get("deletionTimestamp"):
         return _Updated(None)
+    if unresizable_change(pod, target):
+        why = Outcome(422, "resources other than CPU and memory change")
+        return _Updated(why, resize_refused=True)
     containers = (pod.get("spec") or {}).get("containers") or []
     changes = [
         f"container {c.get('name')} image {c.get('image')} -> {target.images[c.get('name')]}"
