@@ -129,3 +129,50 @@ def test_the_per_pool_example_gives_a_labelled_node_the_overrides_memory(
     resources = resources_by_node(pods)
     assert resources["pool-m5-1"] == ({"cpu": "10m", "memory": "256Mi"}, {"memory": "512Mi"})
     assert resources["worker-1"] == ({"cpu": "10m", "memory": "32Mi"}, {"memory": "64Mi"})
+
+
+def test_with_in_place_updates_a_node_that_cannot_resize_gets_a_new_pod(
+    daemonsets: DaemonSets, fake_nodes: TrackedFakeNodes
+) -> None:
+    """kwok nodes report no support for resize, and the API server refuses to resize their
+    pods: the override's change then replaces the pod, as a refused resize of a template does."""
+    fake_nodes.add("pool-large-3", labels={POOL_LABEL: "large"})
+    nodes = WORKERS | {"pool-large-3"}
+    manifest = agent(
+        containers=[
+            {
+                "name": "agent",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": TEMPLATE_RESOURCES,
+            }
+        ]
+    )
+    manifest["spec"]["updateStrategy"] = {
+        "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 3}
+    }
+    manifest["spec"]["resourceOverrides"] = large_nodes_override("64Mi")
+    name = daemonsets.create(manifest)
+    before = {target_node_of(p): p.metadata.uid for p in daemonsets.wait_for_nodes(name, nodes)}
+
+    daemonsets.patch_spec(name, {"resourceOverrides": large_nodes_override("96Mi")})
+
+    def replaced() -> tuple[dict[str, Any]] | None:
+        pods = {target_node_of(p): p for p in daemonsets.wait_for_nodes(name, nodes)}
+        fresh = pods["pool-large-3"].metadata.uid != before["pool-large-3"]
+        return (pods,) if fresh else None
+
+    after = eventually(replaced, what="the large node's pod replaced")[0]
+    large = after["pool-large-3"]
+    assert large.spec.containers[0].resources.limits == {"memory": "96Mi"}
+    assert {n: after[n].metadata.uid for n in WORKERS} == {n: before[n] for n in WORKERS}
+    why = "on node pool-large-3 because it cannot be resized in place"
+    eventually(
+        lambda: [
+            e.message for e in daemonsets.events(name, "SuccessfulDelete") if why in e.message
+        ],
+        what="an event saying why the pod was replaced",
+    )
+    eventually(
+        lambda: daemonsets.progressing(name).get("reason") == "RolloutComplete",
+        what="the override's rollout complete",
+    )
