@@ -413,3 +413,24 @@ def test_an_override_of_resources_other_than_cpu_and_memory_cannot_be_resized() 
         pod_body, Target.of(sized_template(), OverrideRule.of([storage]).overrides[0])
     )
     assert not unresizable_change(pod_body, Target.of(sized_template(), memory))
+
+
+def test_an_override_update_in_place_is_in_flight_until_the_watch_shows_the_annotation() -> None:
+    in_place = rolling(rollingUpdateType="InPlaceIfPossible", maxUnavailable=2)
+    spec = spec_of(resourceOverrides=[override(memory="3Gi")], **in_place)
+    sent = pod("pa", "a", revision="r2")
+    dirty = {"a": NodeView(node("a", size="large"), (sent,))}
+
+    plan = plan_pass(
+        given(
+            spec,
+            dirty=dirty,
+            rolling=True,
+            revision_keys=(("r2", spec.in_place_key),),
+            rollout_updated=frozenset({sent.uid}),
+        )
+    )
+
+    # Sent last pass, not shown yet: neither updated again nor replaced.
+    assert (plan.updates, plan.deletes) == ([], [])
+    assert plan.rollout_updated == {sent.uid}

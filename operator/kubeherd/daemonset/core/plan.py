@@ -301,7 +301,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             pod.uid
             for record in ledger.values()
             for pod in record.active_pods
-            if not record.up_to_date(pod, revision)
+            if pod.revision != revision or pod.override != record.override
         }
         step = plan_rolling_update(
             ledger,
