@@ -544,8 +544,9 @@ class CustomDaemonSetSpec(Model):
         default=None,
         max_length=MAX_OVERRIDES,
         description="Containers' requests and limits set apart for the nodes a selector "
-        "matches (the first matching override applies). A change replaces, through the "
-        "rolling update, only the pods of the nodes whose override changed. Overrides are not "
+        "matches (the first matching override applies). A change replaces (with "
+        "InPlaceIfPossible: resizes), through the rolling update, only the pods of the nodes "
+        "whose override changed. Overrides are not "
         "part of the template's revisions: a rollback restores the template, not them. Not in "
         "the native DaemonSet (ExtendedDaemonSet has ExtendedDaemonsetSetting).",
         json_schema_extra=list_map("name"),
