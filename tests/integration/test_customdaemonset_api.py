@@ -279,3 +279,55 @@ def test_kubectl_explain_describes_the_fields(kubectl: Kubectl) -> None:
     assert "The pod that runs on every eligible node." in template
     assert "Must match template.metadata.labels" in " ".join(selector.split())
     assert "not-ready" in tolerations
+
+
+def override(**changes: Any) -> dict[str, Any]:
+    """A resource override of the `valid()` template's container, with `changes` on top."""
+    return {
+        "name": "large-nodes",
+        "nodeSelector": {"matchLabels": {"node.kubernetes.io/instance-type": "m5.4xlarge"}},
+        "containers": [{"name": "agent", "resources": {"limits": {"memory": "2Gi"}}}],
+        **changes,
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "complaint"),
+    [
+        (
+            [override(containers=[{"name": "sidecar", "resources": {"limits": {"cpu": 1}}}])],
+            "resourceOverrides may name only containers of spec.template.spec.containers",
+        ),
+        (
+            [override(), override()],
+            'resourceOverrides[1]: Duplicate value: {"name":"large-nodes"}',
+        ),
+        ([override(name="Large_Nodes")], "spec.resourceOverrides[0].name"),
+        ([override(containers=[])], "spec.resourceOverrides[0].containers"),
+        (
+            [override(nodeSelector={"matchExpressions": [{"key": "pool", "operator": "In"}]})],
+            "values must be given for In and NotIn, and only for them",
+        ),
+    ],
+)
+def test_resource_overrides_that_cannot_work_are_refused(
+    kubectl: Kubectl, namespace: str, overrides: list[dict[str, Any]], complaint: str
+) -> None:
+    manifest = valid()
+    manifest["spec"]["resourceOverrides"] = overrides
+
+    assert complaint in refused(kubectl, namespace, manifest)
+
+
+def test_resource_overrides_of_the_template_containers_are_accepted(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    manifest = valid()
+    manifest["spec"]["resourceOverrides"] = [
+        override(),
+        override(name="small-nodes", nodeSelector={"matchLabels": {"pool": "small"}}),
+    ]
+
+    result = apply(kubectl, namespace, manifest)
+
+    assert result.returncode == 0, result.stderr

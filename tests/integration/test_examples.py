@@ -28,6 +28,8 @@ EXAMPLES = REPO / "examples"
 ELSEWHERE = {
     # Loaded there as FLUENTD, which test_customdaemonset.py runs on every node.
     "fluentd-elasticsearch.yaml": "daemonsets.py",
+    # Loaded there as PER_POOL, whose override test_overrides.py sees on a labelled node.
+    "per-pool-resources.yaml": "test_overrides.py",
     "schedulerprofile-two-profiles.yaml": "test_schedulerprofile.py",
     "schedulerprofile-packing.yaml": "test_schedulerprofile.py",
     "schedulerprofile-three-profiles.yaml": "test_schedulerprofile.py",

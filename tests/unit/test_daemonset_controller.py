@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kubeherd.daemonset.controller import DaemonSetController
+from kubeherd.daemonset.core.overrides import OverrideRule
 from kubeherd.daemonset.core.pods import REVISION_LABEL, target_node
 from kubeherd.daemonset.core.revisions import revision_name
 from kubeherd.daemonset.core.spec import DaemonSetSpec
@@ -782,3 +783,133 @@ def test_a_node_labelled_into_the_wave_is_updated_without_a_spec_change() -> Non
 
     run_virtually(scenario)
     assert cluster.images() == {"n1": NEW, "n2": NEW}
+
+
+def memory_override(memory: str) -> list[dict[str, Any]]:
+    resources = {"requests": {"memory": memory}}
+    return [
+        {
+            "name": "large-nodes",
+            "nodeSelector": {"matchLabels": {"size": "large"}},
+            "containers": [{"name": "agent", "resources": resources}],
+        }
+    ]
+
+
+def memory_requests(cluster: FakeCluster) -> dict[str, str | None]:
+    return {
+        node: (pods[0]["spec"]["containers"][0].get("resources") or {})
+        .get("requests", {})
+        .get("memory")
+        for node, pods in cluster.pods_by_node().items()
+    }
+
+
+def test_a_changed_resource_override_replaces_only_the_pods_of_its_nodes() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n3", size="large")
+    cluster.add_nodes("n2", "n4")
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 4}}
+    first: dict[str, str | None] = {}
+    since = 0
+
+    async def scenario() -> None:
+        nonlocal since
+        manifest = agent(updateStrategy=strategy, resourceOverrides=memory_override("1Gi"))
+        controller = await start_running(cluster, manifest)
+        first.update(memory_requests(cluster))
+        since = len(cluster.writes)
+        cluster.update_spec(resourceOverrides=memory_override("3Gi"))
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert first == {"n1": "1Gi", "n2": None, "n3": "1Gi", "n4": None}
+    assert memory_requests(cluster) == {"n1": "3Gi", "n2": None, "n3": "3Gi", "n4": None}
+    assert nodes_of_writes(cluster, "delete", since) == {"n1", "n3"}
+    assert nodes_of_writes(cluster, "create", since) == {"n1", "n3"}
+    assert cluster.status()["resourceOverrides"] == [{"name": "large-nodes", "nodes": 2}]
+    # Overrides are not part of the template's revisions.
+    assert cluster.verbs().count("create ControllerRevision") == 1
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_a_node_labelled_into_an_overrides_pool_gets_its_pod_replaced() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes("n1", "n2")
+    before: dict[str, str | None] = {}
+
+    async def scenario() -> None:
+        manifest = agent(resourceOverrides=memory_override("1Gi"))
+        controller = await start_running(cluster, manifest)
+        await settle()
+        before.update(memory_requests(cluster))
+        cluster.add_nodes("n2", size="large")  # the Node event only: no spec change
+        for _ in range(2):
+            await settle()
+            cluster.run_pods()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert before == {"n1": None, "n2": None}
+    assert memory_requests(cluster) == {"n1": None, "n2": "1Gi"}
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_with_in_place_updates_a_changed_override_resizes_only_its_nodes_pods() -> None:
+    cluster = FakeCluster()
+    cluster.apply_pod_patches = True
+    cluster.add_nodes("n1", size="large")
+    cluster.add_nodes("n2")
+    created_before: list[str] = []
+
+    async def scenario() -> None:
+        manifest = agent(updateStrategy=IN_PLACE, resourceOverrides=memory_override("1Gi"))
+        controller = await start_running(cluster, manifest)
+        created_before.extend(created_pods(cluster))
+        cluster.update_spec(resourceOverrides=memory_override("3Gi"))
+        await settle()
+        assert cluster.status()["numberAvailable"] == 1  # n1 waits for its kubelet's resize
+        cluster.kubelets_catch_up()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert created_pods(cluster) == created_before
+    resized = [w.name for w in cluster.writes if w.verb == "resize"]
+    (n1_pod,) = cluster.pods_by_node()["n1"]
+    assert resized == [n1_pod["metadata"]["name"]]
+    assert memory_requests(cluster) == {"n1": "3Gi", "n2": None}
+    annotation = n1_pod["metadata"]["annotations"]["kubeherd.io/resource-override"]
+    assert annotation == OverrideRule.of(memory_override("3Gi")).overrides[0].key
+    assert cluster.condition("Progressing")["reason"] == "RolloutComplete"
+
+
+def test_with_in_place_updates_an_override_of_other_resources_replaces_the_pod() -> None:
+    cluster = FakeCluster()
+    cluster.apply_pod_patches = True
+    cluster.add_nodes("n1", size="large")
+
+    def storage_override(size: str) -> list[dict[str, Any]]:
+        overrides = memory_override("1Gi")
+        overrides[0]["containers"][0]["resources"] = {"limits": {"ephemeral-storage": size}}
+        return overrides
+
+    async def scenario() -> None:
+        manifest = agent(updateStrategy=IN_PLACE, resourceOverrides=storage_override("1Gi"))
+        controller = await start_running(cluster, manifest)
+        cluster.update_spec(resourceOverrides=storage_override("2Gi"))
+        await settle()
+        cluster.run_pods()
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    (pod,) = cluster.pods.values()
+    created = created_pods(cluster)
+    assert created[-1] == pod["metadata"]["name"] != created[0]
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"ephemeral-storage": "2Gi"}}
+    assert any("cannot be resized in place" in m for m in cluster.messages("SuccessfulDelete"))

@@ -40,6 +40,13 @@ SPEC_RULES = [
         f" || self.selector.matchExpressions.all(e, {_EXPRESSION_MATCHES}))",
         "message": "spec.selector does not match spec.template.metadata.labels",
     },
+    {
+        # An override naming no container of the template would silently do nothing.
+        "rule": "!has(self.resourceOverrides) || self.resourceOverrides.all(o,"
+        " o.containers.all(c, self.template.spec.containers.exists(t, t.name == c.name)))",
+        "message": "resourceOverrides may name only containers of spec.template.spec.containers",
+        "fieldPath": ".resourceOverrides",
+    },
 ]
 ROOT_RULES = [
     {

@@ -16,6 +16,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
 from kubeherd.api.identifiers import (
+    DNS_LABEL,
+    DNS_LABEL_LENGTH,
     LABEL_KEY_LENGTH,
     LABEL_KEY_TEXT,
     LABEL_VALUE_LENGTH,
@@ -571,6 +573,67 @@ class UpdateStrategy(Model):
     )
 
 
+# Bounds on spec.resourceOverrides, which also keep its CEL rule's cost estimate low.
+MAX_OVERRIDES = 32
+MAX_RESOURCES = 16
+QUANTITY: JsonDict = {"x-kubernetes-int-or-string": True}
+RESOURCE_NAME_LENGTH = LABEL_KEY_LENGTH
+
+
+def resource_map(description: str) -> Any:
+    return Field(
+        default=None,
+        description=description,
+        json_schema_extra={
+            "maxProperties": MAX_RESOURCES,
+            "additionalProperties": QUANTITY,
+            **keys_at_most(RESOURCE_NAME_LENGTH),
+        },
+    )
+
+
+class OverriddenResources(Model):
+    requests: dict[str, int | str] | None = resource_map(
+        "Requests set over the template's, key by key (cpu, memory, ...)."
+    )
+    limits: dict[str, int | str] | None = resource_map(
+        "Limits set over the template's, key by key."
+    )
+
+
+class ContainerOverride(Model):
+    name: str = Field(
+        min_length=1,
+        max_length=DNS_LABEL_LENGTH,
+        description="A container of the template, by name.",
+    )
+    resources: OverriddenResources = Field(
+        description="The requests and limits this container gets on the matching nodes: each "
+        "key given replaces the template's, the others stay as the template has them."
+    )
+
+
+class ResourceOverride(Model):
+    name: str = Field(
+        min_length=1,
+        max_length=DNS_LABEL_LENGTH,
+        pattern=DNS_LABEL,
+        description="The override's name (a DNS label), unique in the list: pods record it, "
+        "with a hash of what it sets, in their kubeherd.io/resource-override annotation.",
+    )
+    node_selector: LabelSelector = Field(
+        description="The nodes it applies to, by their labels. A node matched by several "
+        "overrides gets the first of them in list order."
+    )
+    containers: list[ContainerOverride] = Field(
+        min_length=1,
+        max_length=MAX_CONTAINERS,
+        description="Per container of the template, by name: its requests and limits on these "
+        "nodes.",
+        json_schema_extra=list_map("name"),
+    )
+
+
 class CustomDaemonSetSpec(Model):
     selector: LabelSelector = Field(
         description="Which pods belong to this CustomDaemonSet. Must match "
@@ -611,6 +674,17 @@ class CustomDaemonSetSpec(Model):
         default=False,
         description="Stop replacing pods of an old template (a rolling update waits); nodes "
         "without a pod still get one, of the current template. Not in the native DaemonSet.",
+    )
+    resource_overrides: list[ResourceOverride] | None = Field(
+        default=None,
+        max_length=MAX_OVERRIDES,
+        description="Containers' requests and limits set apart for the nodes a selector "
+        "matches (the first matching override applies). A change replaces (with "
+        "InPlaceIfPossible: resizes), through the rolling update, only the pods of the nodes "
+        "whose override changed. Overrides are not "
+        "part of the template's revisions: a rollback restores the template, not them. Not in "
+        "the native DaemonSet (ExtendedDaemonSet has ExtendedDaemonsetSetting).",
+        json_schema_extra=list_map("name"),
     )
 
 
@@ -704,6 +778,11 @@ class CanaryStatus(Model):
     )
 
 
+class OverrideNodes(Model):
+    name: str = Field(description="A resource override of the spec.")
+    nodes: int = Field(description="How many eligible nodes it applies to.")
+
+
 class CustomDaemonSetStatus(Model):
     desired_number_scheduled: int | None = Field(default=None, description="Eligible nodes.")
     current_number_scheduled: int | None = Field(
@@ -749,6 +828,11 @@ class CustomDaemonSetStatus(Model):
     )
     canary: CanaryStatus | None = Field(
         default=None, description="The canary of the current template's rollout."
+    )
+    resource_overrides: list[OverrideNodes] | None = Field(
+        default=None,
+        description="Each of spec.resourceOverrides, in order, with how many eligible nodes it "
+        "applies to (a node matched by several counts for the first).",
     )
     conditions: list[Condition] | None = Field(
         default=None,

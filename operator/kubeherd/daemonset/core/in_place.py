@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubeherd.daemonset.core.pods import REVISION_LABEL, canonical_hash, canonical_json
+from kubeherd.daemonset.core.overrides import ResourceOverride
+from kubeherd.daemonset.core.pods import (
+    RESOURCE_OVERRIDE_ANNOTATION,
+    REVISION_LABEL,
+    canonical_hash,
+    canonical_json,
+)
 
 IN_PLACE_ANNOTATION = "kubeherd.io/in-place-update"
 # The resources a running container can be resized in.
@@ -107,18 +113,41 @@ def in_place_key_of_json(template_json: bytes) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """What a pod's containers are updated to: each one's image and resources."""
+    """What a pod's containers are updated to: each one's image and resources, and the key of
+    the resource override those resources include ("" for none)."""
 
     images: Mapping[str, str]
     resources: Mapping[str, Mapping[str, Any]]
+    override_key: str = ""
 
     @classmethod
-    def of(cls, template: Mapping[str, Any]) -> Target:
+    def of(cls, template: Mapping[str, Any], override: ResourceOverride | None = None) -> Target:
         containers = (template.get("spec") or {}).get("containers") or ()
+        if override is not None:
+            containers = override.apply(containers)
         return cls(
             {str(c.get("name")): str(c.get("image") or "") for c in containers},
             {str(c.get("name")): dict(c.get("resources") or {}) for c in containers},
+            override.key if override is not None else "",
         )
+
+
+def unresizable_change(pod: Mapping[str, Any], target: Target) -> bool:
+    """Whether the target changes a container's requests or limits other than CPU and memory
+    (a resource override may set any): no resize gives those, so the pod is replaced."""
+
+    def others(resources: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+        resources = resources or {}
+        return {
+            part: {k: v for k, v in (resources.get(part) or {}).items() if k not in RESIZABLE}
+            for part in ("requests", "limits")
+        }
+
+    return any(
+        others(container.get("resources")) != others(target.resources[container.get("name")])
+        for container in (pod.get("spec") or {}).get("containers") or ()
+        if container.get("name") in target.resources
+    )
 
 
 def compatible_revisions(revisions: Iterable[tuple[str, str]], current_key: str) -> frozenset[str]:
@@ -205,11 +234,11 @@ def update_patch(
     resized: Iterable[str] = (),
     resource_version: str | None = None,
 ) -> list[dict[str, Any]] | None:
-    """The JSON patch that updates `pod` in place to the target's images and `revision`,
-    recording the containers to restart and the ones `resized` (by the resize subresource,
-    which left the pod at `resource_version`). None when a container of the template is
-    missing from the pod. Its test of the resourceVersion makes it fail if the pod changed
-    since it was read."""
+    """The JSON patch that updates `pod` in place to the target's images, `revision` and
+    resource override annotation, recording the containers to restart and the ones `resized`
+    (by the resize subresource, which left the pod at `resource_version`). None when a
+    container of the template is missing from the pod. Its test of the resourceVersion makes
+    it fail if the pod changed since it was read."""
     metadata = pod.get("metadata") or {}
     containers = (pod.get("spec") or {}).get("containers") or []
     statuses = {
@@ -244,6 +273,11 @@ def update_patch(
             "value": json.dumps(record, sort_keys=True),
         },
     ]
+    override_path = f"/metadata/annotations/{_pointer(RESOURCE_OVERRIDE_ANNOTATION)}"
+    if target.override_key:
+        operations.append({"op": "add", "path": override_path, "value": target.override_key})
+    elif RESOURCE_OVERRIDE_ANNOTATION in (metadata.get("annotations") or {}):
+        operations.append({"op": "remove", "path": override_path})
     return operations
 
 

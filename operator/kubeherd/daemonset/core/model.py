@@ -15,7 +15,11 @@ from typing import Any
 
 from kubeherd.daemonset.core.eligibility import Verdict
 from kubeherd.daemonset.core.in_place import update_status
-from kubeherd.daemonset.core.pods import REVISION_LABEL, target_node
+from kubeherd.daemonset.core.pods import (
+    RESOURCE_OVERRIDE_ANNOTATION,
+    REVISION_LABEL,
+    target_node,
+)
 
 
 def parse_time(stamp: str | None) -> float | None:
@@ -48,6 +52,8 @@ class PodInfo:
     # container to end gave (OOMKilled, Error...) or "": what a canary is judged by.
     restarts: int = 0
     terminated_reason: str = ""
+    # The resource override it was made with (`overrides.ResourceOverride.key`), or "".
+    override: str = ""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
@@ -66,6 +72,7 @@ class PodInfo:
             # The Ready condition need not have changed across a quick restart.
             ready_since = max(ready_since or 0.0, in_place.started_at)
         node = target_node(body)
+        annotations = metadata.get("annotations") or {}
         return cls(
             name=metadata.get("name", ""),
             uid=metadata.get("uid", ""),
@@ -80,6 +87,7 @@ class PodInfo:
             orphan=not any(ref.get("controller") for ref in metadata.get("ownerReferences") or ()),
             restarts=_restarts(status, in_place.restart_counts if in_place is not None else {}),
             terminated_reason=_terminated_reason(status),
+            override=sys.intern(annotations.get(RESOURCE_OVERRIDE_ANNOTATION, "")),
         )
 
     @property
@@ -140,6 +148,14 @@ class NodeRecord:
     # Where the canary's nodeSelector and nodeAntiAffinityKeys put the node (`WaveRule`).
     canary_pool: bool = True
     canary_spread: str = ""
+    # The key of the resource override its pods should have ("" for none), kept for the same
+    # reason: a changed spec.resourceOverrides is a new generation.
+    override: str = ""
+
+    def up_to_date(self, pod: PodInfo, revision: str) -> bool:
+        """Whether the pod runs `revision` with its node's resource override: else a rolling
+        update replaces it, and the status does not count it as updated."""
+        return pod.revision == revision and pod.override == self.override
 
     @property
     def oldest_pod(self) -> PodInfo | None:

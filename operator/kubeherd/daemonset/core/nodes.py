@@ -14,6 +14,7 @@ from typing import Any
 from kubeherd.daemonset.core.claims import selector_matches
 from kubeherd.daemonset.core.eligibility import NodeInfo, compile_pod_requirements
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo, oldest_of, pod_available
+from kubeherd.daemonset.core.overrides import NO_OVERRIDES, OverrideRule
 
 
 @dataclass(frozen=True)
@@ -25,20 +26,27 @@ class SurgeRule:
     now: float
 
 
-def pods_to_keep(running: Sequence[PodInfo], surge: SurgeRule | None) -> list[PodInfo]:
+def _current(pod: PodInfo, surge: SurgeRule, override: str) -> bool:
+    return pod.revision == surge.revision and pod.override == override
+
+
+def pods_to_keep(
+    running: Sequence[PodInfo], surge: SurgeRule | None, override: str = ""
+) -> list[PodInfo]:
     """Of several pods on one node, which stay: the oldest one, or with surge the oldest pod of
-    the current template, plus the oldest old one while that new pod is not yet available and
-    the old one is still ready (an unready old pod serves nobody: native deletes it at once)."""
+    the current template and the node's resource `override`, plus the oldest old one while that
+    new pod is not yet available and the old one is still ready (an unready old pod serves
+    nobody: native deletes it at once)."""
     oldest = oldest_of(running)
     assert oldest is not None
     if surge is None:
         return [oldest]
-    new = oldest_of(pod for pod in running if pod.revision == surge.revision)
+    new = oldest_of(pod for pod in running if _current(pod, surge, override))
     if new is None:
         return [oldest]
     if pod_available(new, surge.min_ready_seconds, surge.now):
         return [new]
-    old = oldest_of(pod for pod in running if pod.revision != surge.revision)
+    old = oldest_of(pod for pod in running if not _current(pod, surge, override))
     return [new] if old is None or not old.ready else [new, old]
 
 
@@ -94,6 +102,9 @@ class NodePlan:
     records: dict[str, NodeRecord | None] = field(default_factory=dict)
     # Nodes whose failed pod stays until their failed-pod backoff passes.
     backing_off: list[str] = field(default_factory=list)
+    # A node runs a pod made with another resource override than the node's now (relabelled
+    # into or out of a pool): a rolling update has work, though no spec changed.
+    stale_override: bool = False
 
 
 def plan_nodes(
@@ -105,6 +116,7 @@ def plan_nodes(
     surge: SurgeRule | None = None,
     pending: Mapping[str, str] | None = None,
     waves: WaveRule = NO_WAVES,
+    overrides: OverrideRule = NO_OVERRIDES,
 ) -> NodePlan:
     """Plan the daemon pods of the given nodes only (the ones whose inputs changed).
 
@@ -114,7 +126,7 @@ def plan_nodes(
     the new one is available, and a new pod may start beside Terminating ones. `pending` names
     the nodes whose create was sent but is not in `pods_on_node` yet (node -> revision).
     A failed pod stays, visible, while its node's backoff runs (`may_delete_failed`).
-    Each record notes where `waves` puts its node."""
+    Each record notes where `waves` puts its node, and which of `overrides` applies to it."""
     plan = NodePlan()
     requirements = compile_pod_requirements(pod_spec)
     pending = pending or {}
@@ -128,7 +140,12 @@ def plan_nodes(
             plan.records[name] = None
             continue
         verdict = requirements.verdict(node)
+        # Most CustomDaemonSets have no overrides: their nodes skip the selectors altogether.
+        override = overrides.key_for(node.labels) if overrides.overrides else ""
         running = [pod for pod in active if not pod.finished]
+        if verdict.should_run and not plan.stale_override:
+            for pod in running:
+                plan.stale_override |= pod.override != override
         finished = [pod for pod in active if pod.finished]
         if verdict.should_continue_running:
             for pod in finished:
@@ -141,13 +158,15 @@ def plan_nodes(
             if not present and name not in pending:
                 plan.creates.append(CreatePod(name))
             elif len(running) > 1:
-                keep_set = pods_to_keep(running, surge)
+                keep_set = pods_to_keep(running, surge, override)
                 plan.deletes += [
                     DeletePod(
                         name,
                         pod,
                         "its template is out of date"
                         if surge is not None and pod.revision != surge.revision
+                        else "its resource override is out of date"
+                        if surge is not None and pod.override != override
                         else "the node has more than one daemon pod",
                     )
                     for pod in running
@@ -164,5 +183,6 @@ def plan_nodes(
             domain=waves.domain(node),
             canary_pool=waves.canary_pool(node),
             canary_spread=waves.canary_spread(node),
+            override=override,
         )
     return plan

@@ -278,6 +278,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
         surge=surge,
         pending={node: pod.revision for node, pod in expected.items()},
         waves=spec.waves,
+        overrides=spec.overrides,
     )
     plan.records, plan.deletes, plan.backing_off = nodes.records, nodes.deletes, nodes.backing_off
     plan.seen |= {name for name, record in nodes.records.items() if record is None}
@@ -322,9 +323,9 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
     plan.rolling = given.rolling
     plan.rollout_deleted = given.rollout_deleted
     plan.rollout_updated = given.rollout_updated
-    if given.rolling and spec.rolling_update and not spec.paused:
+    if (given.rolling or nodes.stale_override) and spec.rolling_update and not spec.paused:
         # A delete is done once the ledger shows the pod Terminating or gone; an update in
-        # place once it shows the pod of the new revision.
+        # place once it shows the pod of the new revision and its node's resource override.
         in_flight = given.rollout_deleted & {
             pod.uid for record in ledger.values() for pod in record.active_pods
         }
@@ -332,7 +333,7 @@ def _plan_pods(given: PassInput, plan: PassPlan, previous_revision: str | None) 
             pod.uid
             for record in ledger.values()
             for pod in record.active_pods
-            if pod.revision != target
+            if pod.revision != target or pod.override != record.override
         }
         step = plan_rolling_update(
             ledger,

@@ -11,15 +11,20 @@ import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubeherd.daemonset.core.eligibility import NODE_NAME_FIELD, with_daemon_tolerations
 from kubeherd.meta import controller_reference
 from kubeherd.names import CUSTOMDAEMONSET
 
+if TYPE_CHECKING:
+    from kubeherd.daemonset.core.overrides import ResourceOverride
+
 OWNER_LABEL = "kubeherd.io/customdaemonset"
 REVISION_LABEL = "controller-revision-hash"
 NODE_ANNOTATION = "kubeherd.io/node"
+# The resource override a pod was made with (`overrides.ResourceOverride.key`); absent without.
+RESOURCE_OVERRIDE_ANNOTATION = "kubeherd.io/resource-override"
 
 # No vowels, so that no digest spells a word (the alphabet Kubernetes uses for generated names).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -143,15 +148,20 @@ class DaemonPodMaker:
             finalizers=tuple(template_metadata.get("finalizers") or ()),
         )
 
-    def pod(self, node_name: str) -> dict[str, Any]:
-        """The pod for the node, pinned to it by node affinity."""
+    def pod(self, node_name: str, override: ResourceOverride | None = None) -> dict[str, Any]:
+        """The pod for the node, pinned to it by node affinity, with the node's resource
+        override (spec.resourceOverrides) if it has one."""
         spec = dict(self.spec)
         spec["affinity"] = pinned_affinity(self.spec.get("affinity"), node_name)
+        annotations = {**self.annotations, NODE_ANNOTATION: node_name}
+        if override is not None:
+            spec["containers"] = override.apply(spec.get("containers") or ())
+            annotations[RESOURCE_OVERRIDE_ANNOTATION] = override.key
         metadata: dict[str, Any] = {
             "name": daemon_pod_name(self.cds_name),
             "namespace": self.namespace,
             "labels": dict(self.labels),
-            "annotations": {**self.annotations, NODE_ANNOTATION: node_name},
+            "annotations": annotations,
             "ownerReferences": [dict(self.owner_reference)],
         }
         if self.finalizers:

@@ -109,7 +109,14 @@ def progressing_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def report(given: ReportInput) -> Report:
     spec, now = given.spec, given.now
-    summary = summarize(given.ledger, given.revision, spec.min_ready_seconds, now, given.decided_at)
+    summary = summarize(
+        given.ledger,
+        given.revision,
+        spec.min_ready_seconds,
+        now,
+        given.decided_at,
+        spec.overrides,
+    )
     progress = given.progress or Progress.recorded(
         given.previous, spec.generation, given.revision, now
     )

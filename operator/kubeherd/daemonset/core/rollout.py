@@ -93,7 +93,7 @@ def active_domain(
             continue
         pods = record.active_pods
         if not pods or any(
-            pod.revision != revision or not pod_available(pod, min_ready_seconds, now)
+            not record.up_to_date(pod, revision) or not pod_available(pod, min_ready_seconds, now)
             for pod in pods
         ):
             unfinished.add(record.domain)
@@ -107,14 +107,15 @@ def active_domain(
 def nodes_outside_wave(
     ledger: Mapping[str, NodeRecord], revision: str, kept_back: frozenset[str]
 ) -> int:
-    """Eligible nodes rollingUpdate.selector keeps on an older revision (the partition's own
-    are counted apart), as the status counts nodes updated: by their oldest pod."""
+    """Eligible nodes rollingUpdate.selector keeps on an older revision or resource override
+    (the partition's own are counted apart), as the status counts nodes updated: by their
+    oldest pod."""
     held = 0
     for name, record in ledger.items():
         if record.in_wave or not record.verdict.should_run or name in kept_back:
             continue
         oldest = record.oldest_pod
-        held += oldest is not None and oldest.revision != revision
+        held += oldest is not None and not record.up_to_date(oldest, revision)
     return held
 
 
@@ -149,6 +150,9 @@ def plan_rolling_update(
     (a partition) are left alone, though they still count for the budget. Old pods of a revision
     in `in_place_from` are updated in place instead of deleted, within the same budget; an
     update sent that the watch does not show yet is in `already_deleted` too.
+
+    A pod of `revision` whose resource override is not its node's (`NodeRecord.override`) is
+    out of date too: it is replaced, or with `revision` in `in_place_from` updated in place.
 
     Nodes outside rollingUpdate.selector or outside `domain` (the failure domain being
     updated, None: every domain) are left alone as well and count for the budget, but their
@@ -185,19 +189,25 @@ def plan_rolling_update(
             continue
         held = _held_by_wave(record, domain)
         for pod in pods:
-            if pod.revision == revision:
+            # Inline NodeRecord.up_to_date: a rollout's hottest loop, over every node each pass.
+            if pod.revision == revision and pod.override == record.override:
                 continue
             step.outdated = True
             if held:
                 break
             available = pod_available(pod, min_ready_seconds, now)
+            why = (
+                "its template is out of date"
+                if pod.revision != revision
+                else "its resource override is out of date"
+            )
             change: DeletePod | UpdatePod
             if pod.revision in in_place_from:
                 change = UpdatePod(name, pod)
             elif available:
-                change = DeletePod(name, pod, "its template is out of date")
+                change = DeletePod(name, pod, why)
             else:
-                change = DeletePod(name, pod, "its template is out of date (unavailable)")
+                change = DeletePod(name, pod, f"{why} (unavailable)")
             if available:
                 candidates.append(change)
             else:
@@ -233,13 +243,13 @@ def _surge_step(
         if name in kept_back:
             continue
         pods = record.active_pods
-        old = [pod for pod in pods if pod.revision != revision]
+        old = [pod for pod in pods if not record.up_to_date(pod, revision)]
         if not old:
             continue
         step.outdated = True
         if record.holds_finished_pod:
             continue
-        new = [pod for pod in pods if pod.revision == revision]
+        new = [pod for pod in pods if record.up_to_date(pod, revision)]
         if new or name in already_created:
             if not any(pod_available(pod, min_ready_seconds, now) for pod in new):
                 surging += 1

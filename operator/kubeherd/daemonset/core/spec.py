@@ -17,6 +17,7 @@ from kubeherd.daemonset.core.canary_state import CanaryRule
 from kubeherd.daemonset.core.claims import selector_problems
 from kubeherd.daemonset.core.in_place import in_place_key_of_json
 from kubeherd.daemonset.core.nodes import WaveRule
+from kubeherd.daemonset.core.overrides import OverrideRule
 from kubeherd.daemonset.core.pods import canonical_hash, canonical_json
 from kubeherd.daemonset.core.revisions import CHANGE_CAUSE_ANNOTATION
 from kubeherd.defaults import (
@@ -61,6 +62,8 @@ class DaemonSetSpec:
     waves: WaveRule
     # rollingUpdate.canary (its node-facing parts are in `waves`); None: no canary.
     canary: CanaryRule | None
+    # spec.resourceOverrides: which nodes' pods get other requests and limits.
+    overrides: OverrideRule
     paused: bool
     min_ready_seconds: int
     history_limit: int
@@ -153,6 +156,7 @@ def parse_spec(body: Mapping[str, Any]) -> DaemonSetSpec:
             canary_keys=tuple(canary.get("nodeAntiAffinityKeys") or ()) if canary else (),
         ),
         canary=CanaryRule.of(canary) if canary is not None else None,
+        overrides=OverrideRule.of(spec.get("resourceOverrides")),
         paused=bool(spec.get("paused")),
         min_ready_seconds=int(spec.get("minReadySeconds") or 0),
         # An object stored before the CRD bounded the limit keeps its value: it gets the bound.

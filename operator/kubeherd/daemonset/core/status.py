@@ -192,6 +192,11 @@ def build_status(
         status["canary"] = dict(rollout.canary)
     elif previous.get("canary") is not None:
         status["canary"] = None
+    if summary.overrides or "resourceOverrides" in previous:
+        # A merge patch: an empty list, not an absent key, clears what an earlier write said.
+        status["resourceOverrides"] = [
+            {"name": name, "nodes": nodes} for name, nodes in summary.overrides
+        ]
     return status
 
 

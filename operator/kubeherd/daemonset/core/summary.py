@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.model import NodeRecord, pod_available
+from kubeherd.daemonset.core.overrides import NO_OVERRIDES, OverrideRule
 
 # How many example node names a status entry on ineligible nodes lists.
 EXAMPLE_NODES = 3
@@ -44,6 +45,8 @@ class Summary:
     ineligible: tuple[IneligibleNodes, ...]
     # When the next pod turns Available by minReadySeconds alone (no event will say so).
     next_available_at: float | None
+    # Per resource override, in spec order: its name and the eligible nodes it applies to.
+    overrides: tuple[tuple[str, int], ...] = ()
 
     @property
     def unavailable(self) -> int:
@@ -56,6 +59,7 @@ def summarize(
     min_ready_seconds: int,
     now: float,
     decided_at: float | None = None,
+    overrides: OverrideRule = NO_OVERRIDES,
 ) -> Summary:
     """`decided_at`: when the last plan judged these pods (default `now`). A pod that turned
     available since then is still due a wake-up: no plan has let its old pod go yet."""
@@ -63,6 +67,7 @@ def summarize(
     desired = current = misscheduled = ready = available = updated = 0
     next_available_at: float | None = None
     ineligible: Counter[tuple[str, str]] = Counter()
+    overridden: Counter[str] = Counter()
     examples: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
     for name, record in ledger.items():
         verdict = record.verdict
@@ -75,10 +80,13 @@ def summarize(
             misscheduled += oldest is not None
             continue
         desired += 1
+        if record.override:
+            overridden[record.override] += 1
         if oldest is None:
             continue
         current += 1
-        updated += oldest.revision == revision
+        # Inline NodeRecord.up_to_date: this loop runs over every node at each status.
+        updated += oldest.revision == revision and oldest.override == record.override
         if oldest.ready:
             ready += 1
             available += (oldest.ready_since or now) + min_ready_seconds <= now
@@ -95,8 +103,17 @@ def summarize(
         IneligibleNodes(reason, detail, count, tuple(sorted(examples[(reason, detail)])))
         for (reason, detail), count in sorted(ineligible.items(), key=lambda kv: (-kv[1], kv[0]))
     )
+    per_override = tuple((o.name, overridden[o.key]) for o in overrides.overrides)
     return Summary(
-        desired, current, misscheduled, ready, available, updated, groups, next_available_at
+        desired,
+        current,
+        misscheduled,
+        ready,
+        available,
+        updated,
+        groups,
+        next_available_at,
+        per_override,
     )
 
 
@@ -124,7 +141,7 @@ def pods_holding_up(
         waiting = [
             pod
             for pod in record.pods
-            if pod.revision == revision
+            if record.up_to_date(pod, revision)
             and not pod.deleting
             and not pod_available(pod, min_ready_seconds, now)
         ]

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubeherd.daemonset.core.model import NodeRecord
+from kubeherd.daemonset.core.overrides import ResourceOverride
 from kubeherd.daemonset.core.plan import PassPlan, Stop
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.pod_writes import (
@@ -106,6 +108,10 @@ class Act:
         rollout.rolling, rollout.deleted = plan.rolling, plan.rollout_deleted
         rollout.canary = plan.canary
         await delete_pods(self.kube, self.events, body, pacing, plan.deletes, self.clock())
+
+        def override_of(node: str) -> ResourceOverride | None:
+            return spec.overrides.by_key(_override_key(state.ledger.get(node)))
+
         rollout.updated = plan.rollout_updated - await update_pods_in_place(
             self.kube,
             self.events,
@@ -115,6 +121,7 @@ class Act:
             spec,
             state.history.revision,
             self.clock(),
+            override_of,
         )
         kept_back = {create.revision for create in plan.creates} - {state.history.revision}
         templates = (
@@ -128,7 +135,13 @@ class Act:
             body,
             pacing,
             plan.creates,
-            pod_builder(body, state.history, lambda: spec.template, templates),
+            pod_builder(
+                body,
+                state.history,
+                lambda: spec.template,
+                templates,
+                override_of,
+            ),
             self.clock,
             self.kube.limits.max_concurrent,
         )
@@ -150,3 +163,7 @@ class Act:
             self.kube, (namespace, name), state.history, spec.history_limit, state.ledger
         )
         return Acted(create_retry=retry, unadopted=unadopted)
+
+
+def _override_key(record: NodeRecord | None) -> str:
+    return record.override if record is not None else ""

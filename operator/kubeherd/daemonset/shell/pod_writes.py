@@ -13,9 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeherd.daemonset.core.claims import PodClaims
-from kubeherd.daemonset.core.in_place import Target, resize_patch, update_patch
+from kubeherd.daemonset.core.in_place import (
+    Target,
+    resize_patch,
+    unresizable_change,
+    update_patch,
+)
 from kubeherd.daemonset.core.model import ExpectedPod
 from kubeherd.daemonset.core.nodes import DeletePod
+from kubeherd.daemonset.core.overrides import ResourceOverride
 from kubeherd.daemonset.core.plan import PlannedCreate
 from kubeherd.daemonset.core.pods import REVISION_LABEL, DaemonPodMaker
 from kubeherd.daemonset.core.rollout import UpdatePod, create_batches, next_first_batch
@@ -87,17 +93,32 @@ async def update_pods_in_place(
     spec: DaemonSetSpec,
     revision: str,
     now: float,
+    override_of: Callable[[str], ResourceOverride | None] = lambda _node: None,
 ) -> set[str]:
-    """Update each pod in place to the template's resources and images and to `revision`,
-    reading it first. A pod the API server will not resize (its new resources would change
-    its QoS class, say) is replaced instead. Returns the uids of the pods not updated (changed
-    meanwhile, gone, refused, or deleted): the next pass plans them again."""
+    """Update each pod in place to the template's resources and images, with its node's
+    resource override (`override_of`), and to `revision`, reading it first. A pod the API
+    server will not resize (its new resources would change its QoS class, say), or whose
+    resources other than CPU and memory change, is replaced instead. Returns the uids of the
+    pods not updated (changed meanwhile, gone, refused, or deleted): the next pass plans them
+    again."""
     if not updates:
         return set()
     namespace = body["metadata"]["namespace"]
-    target = Target.of(spec.template)
+    template = spec.template
+    targets: dict[str, Target] = {}
+
+    def target_for(node: str) -> Target:
+        override = override_of(node)
+        key = override.key if override is not None else ""
+        if key not in targets:
+            targets[key] = Target.of(template, override)
+        return targets[key]
+
     results = await asyncio.gather(
-        *(_update_in_place(kube, namespace, update, target, revision) for update in updates)
+        *(
+            _update_in_place(kube, namespace, update, target_for(update.node), revision)
+            for update in updates
+        )
     )
     not_updated = set()
     for update, result in zip(updates, results, strict=True):
@@ -149,6 +170,9 @@ async def _update_in_place(
     metadata = (pod or {}).get("metadata") or {}
     if pod is None or metadata.get("uid") != update.pod.uid or metadata.get("deletionTimestamp"):
         return _Updated(None)
+    if unresizable_change(pod, target):
+        why = Outcome(422, "resources other than CPU and memory change")
+        return _Updated(why, resize_refused=True)
     containers = (pod.get("spec") or {}).get("containers") or []
     changes = [
         f"container {c.get('name')} image {c.get('image')} -> {target.images[c.get('name')]}"
@@ -292,10 +316,12 @@ def pod_builder(
     history: History,
     template: Callable[[], Mapping[str, Any]],
     kept_back: Mapping[str, Mapping[str, Any]] | None = None,
+    override_of: Callable[[str], ResourceOverride | None] = lambda _node: None,
 ) -> Callable[[PlannedCreate], dict[str, Any]]:
     """Builds each planned create's pod from its revision's template: the current one, which
     `template` gives (only once a pod is built), or by its hash one of `kept_back`
-    (`revision_writes.kept_back_templates`) for a node a partition keeps back."""
+    (`revision_writes.kept_back_templates`) for a node a partition keeps back; with the
+    node's resource override (`override_of`), whatever the revision."""
     makers: dict[str, DaemonPodMaker] = {}
     others = {
         history.revision: template,
@@ -307,7 +333,7 @@ def pod_builder(
             makers[create.revision] = DaemonPodMaker.of(
                 body, create.revision, others[create.revision]()
             )
-        return makers[create.revision].pod(create.node)
+        return makers[create.revision].pod(create.node, override_of(create.node))
 
     return build
 
