@@ -280,3 +280,58 @@ def test_the_canary_rollout_updates_the_labelled_node_first(
     assert daemonsets.progressing("node-agent")["reason"] == "CanaryRunning"
     (worker_2,) = [p for p in daemonsets.pods("node-agent") if target_node_of(p) == "worker-2"]
     assert worker_2.metadata.uid == old["worker-2"]
+
+
+def test_the_rollout_by_zone_completes_zone_by_zone(
+    apply_example: ApplyExample, daemonsets: DaemonSets, kubectl: Kubectl, namespace: str
+) -> None:
+    apply_example("rollout-by-zone.yaml")
+    daemonsets.wait_for_nodes("zonal-agent", WORKERS)
+    eventually(
+        lambda: daemonsets.progressing("zonal-agent").get("reason") == "RolloutComplete",
+        what="the first revision everywhere",
+    )
+
+    kubectl("-n", namespace, "patch", "cds", "zonal-agent", "--type=json", f"-p={NEW_AGENT_IMAGE}")
+
+    # The session's workers are in zone-b and zone-c: zone-b goes first, for 5 s at least.
+    message = eventually(
+        lambda: "updating" in (m := daemonsets.progressing("zonal-agent").get("message", "")) and m,
+        what="the rollout naming its zone",
+    )
+    assert "topology.kubernetes.io/zone=zone-b (1 of 2)" in message
+    eventually(
+        lambda: daemonsets.progressing("zonal-agent").get("reason") == "RolloutComplete",
+        timeout=90,
+        what="the rollout complete",
+    )
+    pods = daemonsets.wait_for_nodes("zonal-agent", WORKERS)
+    assert {p.spec.containers[0].image for p in pods} == {"registry.k8s.io/pause:3.9"}
+
+
+def test_the_in_place_update_changes_the_image_of_the_running_pod(
+    apply_example: ApplyExample, daemonsets: DaemonSets, kubectl: Kubectl, namespace: str
+) -> None:
+    apply_example("in-place-update.yaml")
+    before = {p.metadata.uid for p in daemonsets.wait_for_nodes("in-place-agent", WORKERS)}
+    eventually(
+        lambda: daemonsets.progressing("in-place-agent").get("reason") == "RolloutComplete",
+        what="the first revision everywhere",
+    )
+
+    kubectl(
+        "-n", namespace, "patch", "cds", "in-place-agent", "--type=json", f"-p={NEW_AGENT_IMAGE}"
+    )
+
+    # kwok never restarts a container: the first pod updated stays pending, and holds the
+    # rollout at maxUnavailable 1 (tests/realnode/test_in_place.py has a kubelet finish it).
+    def updated() -> list[Any] | None:
+        pods = daemonsets.pods("in-place-agent")
+        new = [p for p in pods if p.spec.containers[0].image == "registry.k8s.io/pause:3.9"]
+        return new or None
+
+    (pod,) = eventually(updated, what="one pod updated in place")
+    assert {p.metadata.uid for p in daemonsets.pods("in-place-agent")} == before
+    assert pod.metadata.uid in before
+    (event,) = daemonsets.events("in-place-agent", "SuccessfulUpdatePodInPlace")
+    assert pod.metadata.name in event.message
