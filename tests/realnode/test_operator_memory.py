@@ -27,7 +27,10 @@ from tests.realnode.conftest import (
 )
 from tests.realnode.workloads import real_namespace
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
+# The test's own waits (each CustomDaemonSet's rollout, 120 s + 1 s per 20 pods; the restart)
+# add up to more than the suite's 600 s per test: a slow machine must meet those waits'
+# messages, not pytest-timeout's.
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node, pytest.mark.timeout(1800)]
 
 NODES = int(os.environ.get("KUBEHERD_MEMORY_TEST_NODES", "2000"))
 DAEMONSETS = 5
