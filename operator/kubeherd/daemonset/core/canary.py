@@ -83,7 +83,6 @@ def canary_count(rule: CanaryRule, eligible: int) -> int:
 class Trouble:
     reason: str
     message: str
-    restarts: int
 
 
 def trouble_of(
@@ -97,21 +96,19 @@ def trouble_of(
             return None
         why = pod.waiting_reason or pod.terminated_reason or "Restarts"
         message = f"{where}: restarted again after the unpause ({pod.restarts} restarts, {why})"
-        return Trouble(why, message, pod.restarts)
+        return Trouble(why, message)
     if pod.waiting_reason in CANARY_PAUSE_REASONS:
         return Trouble(
             pod.waiting_reason,
             f"{where}: a container is waiting with {pod.waiting_reason} ({pod.restarts} restarts)",
-            pod.restarts,
         )
     if pod.terminated_reason == "OOMKilled":
-        return Trouble("OOMKilled", f"{where}: a container was OOMKilled", pod.restarts)
+        return Trouble("OOMKilled", f"{where}: a container was OOMKilled")
     if pause_restarts is not None and pod.restarts > pause_restarts:
         return Trouble(
             "Restarts",
             f"{where}: its containers restarted {pod.restarts} times, more than "
             f"autoPause.maxRestarts {pause_restarts}",
-            pod.restarts,
         )
     return None
 
@@ -139,7 +136,17 @@ def slow_start(
         f"node {node} has no available pod of the new revision {rule.slow_start}s after it "
         f"started (autoPause.maxSlowStartSeconds): {pending}{f', {why}' if why else ''}"
     )
-    return deadline, Trouble("SlowStart", message, 0)
+    return deadline, Trouble("SlowStart", message)
+
+
+def _pods_on(
+    ledger: Mapping[str, NodeRecord], node: str, revision: str
+) -> tuple[list[PodInfo], bool]:
+    """A canary node's active pods of the canary's revision, and whether it has others."""
+    record = ledger.get(node)
+    pods = record.active_pods if record is not None else ()
+    canary_pods = [pod for pod in pods if pod.revision == revision]
+    return canary_pods, len(canary_pods) != len(pods)
 
 
 def next_check(
@@ -155,9 +162,7 @@ def next_check(
         return None
     moments = [state.available_since + rule.duration] if state.available_since else []
     for name in state.nodes:
-        record = ledger.get(name)
-        pods = record.active_pods if record is not None else ()
-        canary_pods = [pod for pod in pods if pod.revision == state.revision]
+        canary_pods, _others = _pods_on(ledger, name, state.revision)
         slow = slow_start(state, rule, name, canary_pods, min_ready_seconds, now)
         if slow is not None:
             moments.append(slow[0])
@@ -231,10 +236,8 @@ def _judge(
     available_since = 0.0
     trouble: Trouble | None = None
     for name in state.nodes:
-        record = ledger.get(name)
-        pods = record.active_pods if record is not None else ()
-        canary_pods = [pod for pod in pods if pod.revision == state.revision]
-        if not canary_pods or len(canary_pods) != len(pods):
+        canary_pods, others = _pods_on(ledger, name, state.revision)
+        if not canary_pods or others:
             all_available = False
         for pod in canary_pods:
             if worst is None or pod.restarts > worst[1].restarts:

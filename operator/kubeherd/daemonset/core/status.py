@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubeherd.daemonset.core.canary_state import nodes_text
 from kubeherd.daemonset.core.summary import Summary
 from kubeherd.meta import condition, conditions_by_type
 
@@ -100,11 +101,10 @@ def _canary_progressing(canary: Mapping[str, Any], running: str) -> tuple[str, s
         return ("False", "CanaryPaused", str(canary.get("message")))
     if phase == "Failed":
         return ("False", "CanaryFailed", str(canary.get("message")))
-    nodes = list(canary.get("nodes") or ())
-    names = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+    nodes = nodes_text(list(canary.get("nodes") or ()))
     since = canary.get("availableSince")
     watching = f"available since {since}, watched" if since else "waiting for its pods"
-    return ("True", "CanaryRunning", f"canary on {names}: {watching}; {running}")
+    return ("True", "CanaryRunning", f"{nodes}: {watching}; {running}")
 
 
 def build_status(
