@@ -205,12 +205,12 @@ class FakeCluster:
     def names(self) -> Iterable[str]:
         return list(self.nodes)
 
-    def on_node(self, key: Key, node: str) -> list[PodInfo]:
-        return [
+    def on_node(self, key: Key, node: str) -> tuple[PodInfo, ...]:
+        return tuple(
             PodInfo.from_body(pod)
             for pod in self.pods.values()
             if target_node(pod) == node and pod["metadata"]["labels"].get(OWNER_LABEL) == key[1]
-        ]
+        )
 
     def nodes_with_pods(self, key: Key) -> set[str]:
         return {str(target_node(pod)) for pod in self.pods.values()}

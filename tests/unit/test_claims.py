@@ -125,7 +125,7 @@ def watched_pod(labels: dict[str, str], *, owned: bool = True) -> DaemonPod:
         },
         "spec": {"nodeName": "n1"},
     }
-    return DaemonPod.from_body(body, lambda key: SELECTOR if key == ("default", "agent") else None)
+    return DaemonPod.watched(body, lambda key: SELECTOR if key == ("default", "agent") else None)
 
 
 MATCHING = {"app": "agent", "gpu": "a100"}
@@ -149,7 +149,7 @@ def test_a_pod_leaving_the_selector_or_an_orphan_matching_it_calls_for_claims() 
 
 
 def test_a_pod_of_an_object_not_seen_yet_is_judged_by_its_first_claims() -> None:
-    unknown = DaemonPod.from_body(
+    unknown = DaemonPod.watched(
         {"metadata": {"name": "p", "labels": {}, "ownerReferences": [REFERENCE]}},
         lambda key: None,
     )

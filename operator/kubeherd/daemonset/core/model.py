@@ -8,6 +8,7 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 import datetime
+import functools
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from kubeherd.daemonset.core.pods import (
 )
 
 
+# Cached: the pods of a rollout become ready within the same few seconds, and a shared float is
+# one object instead of one per pod.
+@functools.lru_cache(maxsize=1024)
 def parse_time(stamp: str | None) -> float | None:
     if not stamp:
         return None
@@ -57,6 +61,11 @@ class PodInfo:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
+        return cls(**cls.fields_of(body))
+
+    @staticmethod
+    def fields_of(body: Mapping[str, Any]) -> dict[str, Any]:
+        """The record's fields, as read from the pod's body."""
         metadata = body.get("metadata", {})
         status = body.get("status") or {}
         ready_condition: Mapping[str, Any] = next(
@@ -73,22 +82,24 @@ class PodInfo:
             ready_since = max(ready_since or 0.0, in_place.started_at)
         node = target_node(body)
         annotations = metadata.get("annotations") or {}
-        return cls(
-            name=metadata.get("name", ""),
-            uid=metadata.get("uid", ""),
-            node=sys.intern(node) if node else None,
-            phase=sys.intern(status.get("phase") or "Pending"),
-            ready=ready,
-            ready_since=ready_since,
-            revision=sys.intern((metadata.get("labels") or {}).get(REVISION_LABEL, "")),
-            created=sys.intern(metadata.get("creationTimestamp") or ""),
-            deleting=bool(metadata.get("deletionTimestamp")),
-            waiting_reason=_waiting_reason(status),
-            orphan=not any(ref.get("controller") for ref in metadata.get("ownerReferences") or ()),
-            restarts=_restarts(status, in_place.restart_counts if in_place is not None else {}),
-            terminated_reason=_terminated_reason(status),
-            override=sys.intern(annotations.get(RESOURCE_OVERRIDE_ANNOTATION, "")),
-        )
+        return {
+            "name": metadata.get("name", ""),
+            "uid": metadata.get("uid", ""),
+            "node": sys.intern(node) if node else None,
+            "phase": sys.intern(status.get("phase") or "Pending"),
+            "ready": ready,
+            "ready_since": ready_since,
+            "revision": sys.intern((metadata.get("labels") or {}).get(REVISION_LABEL, "")),
+            "created": sys.intern(metadata.get("creationTimestamp") or ""),
+            "deleting": bool(metadata.get("deletionTimestamp")),
+            "waiting_reason": _waiting_reason(status),
+            "orphan": not any(
+                reference.get("controller") for reference in metadata.get("ownerReferences") or ()
+            ),
+            "restarts": _restarts(status, in_place.restart_counts if in_place is not None else {}),
+            "terminated_reason": _terminated_reason(status),
+            "override": sys.intern(annotations.get(RESOURCE_OVERRIDE_ANNOTATION, "")),
+        }
 
     @property
     def finished(self) -> bool:
@@ -132,25 +143,63 @@ def _terminated_reason(status: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """One node's standing for one CustomDaemonSet: its verdict, its daemon pods, and where
-    its labels put it in a rollout's waves."""
+class Placement:
+    """Where a node's labels put it for one CustomDaemonSet's rollout. Kept in the node's
+    record so a rollout step never reads a Node: the record is recomputed whenever the node is
+    dirty, and a new generation (a changed selector, key or override) makes every node dirty.
+    Few distinct values across thousands of nodes: records share them (`placement`)."""
 
-    verdict: Verdict
-    # Terminating and failed pods included: the status counts them, as the native one does.
-    pods: tuple[PodInfo, ...]
     # Whether rollingUpdate.selector matches the node's labels (True without a selector), and
-    # its value of rollingUpdate.topologyKey ("" without a key or the label). Kept here so a
-    # rollout step never reads a Node: the record is recomputed whenever the node is dirty,
-    # and a new generation (a changed selector or key) makes every node dirty.
+    # its value of rollingUpdate.topologyKey ("" without a key or the label).
     in_wave: bool = True
     domain: str = ""
     # Where the canary's nodeSelector and nodeAntiAffinityKeys put the node (`WaveRule`).
     canary_pool: bool = True
     canary_spread: str = ""
-    # The key of the resource override its pods should have ("" for none), kept for the same
-    # reason: a changed spec.resourceOverrides is a new generation.
+    # The key of the resource override its pods should have ("" for none).
     override: str = ""
+
+
+@functools.lru_cache(maxsize=4096)
+def placement(
+    in_wave: bool, domain: str, canary_pool: bool, canary_spread: str, override: str
+) -> Placement:
+    """The shared Placement of these values."""
+    return Placement(in_wave, domain, canary_pool, canary_spread, override)
+
+
+ANYWHERE = Placement()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One node's standing for one CustomDaemonSet: its verdict, its daemon pods, and where
+    its labels put it in a rollout. One per node and CustomDaemonSet: three fields only."""
+
+    verdict: Verdict
+    # Terminating and failed pods included: the status counts them, as the native one does.
+    pods: tuple[PodInfo, ...]
+    placement: Placement = ANYWHERE
+
+    @property
+    def in_wave(self) -> bool:
+        return self.placement.in_wave
+
+    @property
+    def domain(self) -> str:
+        return self.placement.domain
+
+    @property
+    def canary_pool(self) -> bool:
+        return self.placement.canary_pool
+
+    @property
+    def canary_spread(self) -> str:
+        return self.placement.canary_spread
+
+    @property
+    def override(self) -> str:
+        return self.placement.override
 
     def up_to_date(self, pod: PodInfo, revision: str) -> bool:
         """Whether the pod runs `revision` with its node's resource override: else a rolling

@@ -13,7 +13,13 @@ from typing import Any
 
 from kubeherd.daemonset.core.claims import selector_matches
 from kubeherd.daemonset.core.eligibility import NodeInfo, compile_pod_requirements
-from kubeherd.daemonset.core.model import NodeRecord, PodInfo, oldest_of, pod_available
+from kubeherd.daemonset.core.model import (
+    NodeRecord,
+    PodInfo,
+    oldest_of,
+    placement,
+    pod_available,
+)
 from kubeherd.daemonset.core.overrides import NO_OVERRIDES, OverrideRule
 
 
@@ -131,7 +137,13 @@ def plan_nodes(
     requirements = compile_pod_requirements(pod_spec)
     pending = pending or {}
     for name in node_names:
-        pods = [pod for pod in pods_on_node(name) if not pod.forgotten]
+        seen = pods_on_node(name)
+        # The watch's own tuple when nothing is left out: the record then shares it.
+        pods = (
+            tuple(seen)
+            if not any(pod.forgotten for pod in seen)
+            else tuple(pod for pod in seen if not pod.forgotten)
+        )
         active = [pod for pod in pods if not pod.deleting]
         node = node_lookup(name)
         if node is None:
@@ -178,11 +190,13 @@ def plan_nodes(
             ]
         plan.records[name] = NodeRecord(
             verdict,
-            tuple(pods),
-            in_wave=waves.in_wave(node),
-            domain=waves.domain(node),
-            canary_pool=waves.canary_pool(node),
-            canary_spread=waves.canary_spread(node),
-            override=override,
+            pods,
+            placement(
+                waves.in_wave(node),
+                waves.domain(node),
+                waves.canary_pool(node),
+                waves.canary_spread(node),
+                override,
+            ),
         )
     return plan

@@ -111,8 +111,7 @@ class Reads:
         return replace(
             given,
             dirty={
-                name: NodeView(self.nodes.get(name), tuple(self.pods.on_node(key, name)))
-                for name in dirty
+                name: NodeView(self.nodes.get(name), self.pods.on_node(key, name)) for name in dirty
             },
             rolling=rollout.rolling or marks.everything or new_spec,
             found_revisions=revisions,
