@@ -166,6 +166,13 @@ SCRAPE_ARGS ?=
 bench-scrape: deps ## Event-loop lag while /metrics is scraped at 5,000 CustomDaemonSets (no cluster, 20 s)
 	PYTHONPATH=. $(RUN) python -m bench.scrape_lag $(SCRAPE_ARGS)
 
+# make bench-records: arguments for `python -m bench.pod_records`, e.g. RECORDS_ARGS="--nodes 5000".
+RECORDS_ARGS ?=
+
+.PHONY: bench-records
+bench-records: deps ## Bytes per watched daemon pod, by structure (no cluster, seconds)
+	PYTHONPATH=. $(RUN) python -m bench.pod_records $(RECORDS_ARGS)
+
 # make bench-flood: arguments for `python -m bench.scrape_flood`, e.g. FLOOD_ARGS="--runs 5" or
 # "--arms none,prometheus,flood" or "--fillers 1000".
 FLOOD_ARGS ?=
