@@ -75,6 +75,11 @@ class FakeCluster:
         # takes to be answered, with the most creates seen waiting for an answer at once.
         self.limits = WriteLimits(max_concurrent=4)
         self.create_latency = 0.0
+        # How long each of the next creates takes instead, in the order they are sent.
+        self.create_latencies: list[float] = []
+        # When set, the namespace's quota of pods: a create answered once that many pods exist
+        # is refused, as the API server's quota admission refuses it.
+        self.pod_quota: int | None = None
         self.creates_in_flight = 0
         self.most_creates_in_flight = 0
         # Per verb: the outcomes its next calls get, in order, before it behaves normally.
@@ -230,14 +235,21 @@ class FakeCluster:
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
         self.writes.append(Write("create", "Pod", pod["metadata"]["name"], pod))
-        if self.create_latency:
+        latency = self.create_latencies.pop(0) if self.create_latencies else self.create_latency
+        if latency:
             self.creates_in_flight += 1
             self.most_creates_in_flight = max(self.most_creates_in_flight, self.creates_in_flight)
-            await asyncio.sleep(self.create_latency)
+            await asyncio.sleep(latency)
             self.creates_in_flight -= 1
         refused = self._refused("create_pod")
         if refused is not None:
             return refused
+        if self.pod_quota is not None and len(self.pods) >= self.pod_quota:
+            return Outcome(
+                403,
+                f'pods "{pod["metadata"]["name"]}" is forbidden: exceeded quota: pods, '
+                f"requested: pods=1, used: pods={len(self.pods)}, limited: pods={self.pod_quota}",
+            )
         if pod["metadata"]["name"] in self.pods:
             return Outcome(409, "AlreadyExists")
         stored = copy.deepcopy(pod)

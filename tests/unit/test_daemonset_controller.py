@@ -16,9 +16,11 @@ from kubeherd.daemonset.controller import DaemonSetController
 from kubeherd.daemonset.core.overrides import OverrideRule
 from kubeherd.daemonset.core.pods import REVISION_LABEL, target_node
 from kubeherd.daemonset.core.revisions import revision_name
+from kubeherd.daemonset.core.rollout import MAX_FIRST_WINDOW
 from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.core.template import OperatorIdentity
 from kubeherd.daemonset.shell import revision_writes as history
+from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.outcomes import Outcome
 from kubeherd.meta import parse_time
 from tests.unit.daemonset_cluster import NAMESPACE, FakeCluster
@@ -263,9 +265,100 @@ def test_refused_creates_warn_back_off_and_converge_once_allowed() -> None:
     assert sorted(cluster.pods_by_node()) == ["n1", "n2", "n3"]
     assert cluster.condition("ReplicaFailure") == {}
     assert cluster.reasons().count("FailedCreate") == 3
-    # One create per refused batch (batches start at 1 after a refusal), 1, 2, 4 s apart.
+    # One create per refused pass (the window opens at 1 after a refusal), 1, 2, 4 s apart.
     start = created_at[0]
     assert [round(at - start) for at in created_at[:3]] == [0, 1, 3]
+
+
+def creates_sent(cluster: FakeCluster) -> int:
+    return cluster.verbs().count("create Pod")
+
+
+def test_a_quota_that_refuses_the_first_pod_costs_one_create_per_pass() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes(*(f"n{index}" for index in range(50)))
+    cluster.limits = WriteLimits(max_concurrent=32)
+    cluster.create_latency = 0.05
+    cluster.pod_quota = 0
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(), max_create_backoff=60)
+        await asyncio.sleep(0.5)  # the first pass over, its retry not due yet
+        assert creates_sent(cluster) == 1
+        await settle(40)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert cluster.pods == {}
+    # Each retry, backed off, is again one create: never a window's worth.
+    assert creates_sent(cluster) == cluster.reasons().count("FailedCreate") <= 6
+
+
+def test_a_quota_reached_mid_rollout_stops_the_creates_sent_after_its_first_refusal() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes(*(f"n{index}" for index in range(40)))
+    cluster.limits = WriteLimits(max_concurrent=32)
+    cluster.create_latency = 0.05
+    cluster.pod_quota = 5
+
+    async def scenario() -> None:
+        controller = cluster.start(agent(), max_create_backoff=60)
+        await asyncio.sleep(0.5)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert len(cluster.pods) == 5
+    # 1, then 2, then 4 at once (each accepted create widens the window by one): the last
+    # 4 are answered together, 2 accepted and 2 refused, and nothing goes out after.
+    assert creates_sent(cluster) == 7
+    creates = [r for r in cluster.reasons() if r in ("SuccessfulCreate", "FailedCreate")]
+    assert creates == ["SuccessfulCreate"] * 5 + ["FailedCreate"] * 2
+    assert all("exceeded quota" in m for m in cluster.messages("FailedCreate"))
+    assert "exceeded quota" in cluster.condition("ReplicaFailure")["message"]
+
+
+def test_each_create_answered_lets_the_next_go_without_waiting_for_a_slow_one() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes(*(f"n{index}" for index in range(20)))
+    cluster.limits = WriteLimits(max_concurrent=32)
+    cluster.create_latency = 0.1
+    cluster.create_latencies = [0.1, 10.0]  # the second create is answered late
+    created_at = times_of_creates(cluster)
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await asyncio.sleep(2)
+        # Everything but the slow one is created long before it is answered.
+        assert len(cluster.pods) == 19
+        await settle(15)
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert len(cluster.pods_by_node()) == 20
+    assert created_at[-1] - created_at[0] < 1
+    assert cluster.reasons().count("SuccessfulCreate") == 20
+
+
+def test_the_next_pass_opens_its_window_where_the_last_creates_left_off() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes(*(f"n{index}" for index in range(40)))
+    cluster.limits = WriteLimits(max_concurrent=32)
+    cluster.create_latency = 0.1
+
+    async def scenario() -> None:
+        controller = cluster.start(agent())
+        await settle()
+        cluster.run_pods()
+        await settle()
+        cluster.most_creates_in_flight = 0
+        cluster.add_nodes(*(f"m{index}" for index in range(30)))
+        await settle()
+        await controller.stop()
+
+    run_virtually(scenario)
+    assert len(cluster.pods_by_node()) == 70
+    # The new nodes' creates went out MAX_FIRST_WINDOW at once, not 1, 2, 4, ...
+    assert cluster.most_creates_in_flight >= MAX_FIRST_WINDOW
 
 
 def test_the_first_pass_waits_until_the_watches_say_the_pods_are_known() -> None:

@@ -8,9 +8,8 @@ from kubeherd.daemonset.core.eligibility import ELIGIBLE, NodeInfo, Taint
 from kubeherd.daemonset.core.model import NodeRecord, PodInfo
 from kubeherd.daemonset.core.nodes import NodePlan, SurgeRule, plan_nodes, pods_to_keep
 from kubeherd.daemonset.core.rollout import (
-    MAX_FIRST_BATCH,
-    create_batches,
-    next_first_batch,
+    MAX_FIRST_WINDOW,
+    CreateWindow,
     nodes_kept_back,
     plan_rolling_update,
 )
@@ -594,22 +593,64 @@ def test_a_pod_body_reads_into_the_small_record_the_controller_keeps() -> None:
     assert PodInfo.from_body({"metadata": {"name": "bare"}}).waiting_reason == ""
 
 
-# create batches
+# the window of creates
 
 
-def test_creates_go_out_in_doubling_batches_from_the_first() -> None:
-    assert create_batches(100) == [1, 2, 4, 8, 16, 32, 37]
-    assert create_batches(100, first=16) == [16, 32, 52]
-    assert create_batches(3, first=16) == [3]
-    assert create_batches(0, first=4) == []
+def round_trips(window: CreateWindow, creates: int) -> list[int]:
+    """How many creates go out in each round trip when every one is accepted and all those
+    in flight are answered together."""
+    rounds = []
+    while creates:
+        sending = 0
+        while window.may_send() and sending < creates:
+            window.sent()
+            sending += 1
+        rounds.append(sending)
+        creates -= sending
+        for _ in range(sending):
+            window.answered(accepted=True)
+    return rounds
 
 
-def test_the_next_pass_starts_as_large_as_the_creates_went_until_a_refusal() -> None:
-    after_a_rollout = next_first_batch(1, create_batches(1000), refused=False)
-    assert after_a_rollout == MAX_FIRST_BATCH
-    assert next_first_batch(after_a_rollout, [1], refused=False) == MAX_FIRST_BATCH
-    assert next_first_batch(1, [1, 2], refused=False) == 2
-    assert next_first_batch(after_a_rollout, [], refused=True) == 1
+def test_the_window_doubles_per_round_trip_up_to_the_writes_in_flight() -> None:
+    assert round_trips(CreateWindow.opening(1, ceiling=32), 100) == [1, 2, 4, 8, 16, 32, 32, 5]
+    assert round_trips(CreateWindow.opening(16, ceiling=32), 100) == [16, 32, 32, 20]
+    assert round_trips(CreateWindow.opening(16, ceiling=4), 10) == [4, 4, 2]
+    assert round_trips(CreateWindow.opening(0, ceiling=0), 2) == [1, 1]
+
+
+def test_each_accepted_create_lets_two_more_go_without_waiting_for_the_others() -> None:
+    window = CreateWindow.opening(2, ceiling=32)
+    window.sent()
+    window.sent()
+    assert not window.may_send()
+    window.answered(accepted=True)  # the other one still in flight
+    window.sent()
+    window.sent()
+    assert (window.in_flight, window.may_send()) == (3, False)
+
+
+def test_a_refusal_closes_the_window_and_the_next_pass_opens_at_one() -> None:
+    window = CreateWindow.opening(8, ceiling=32)
+    for _ in range(8):
+        window.sent()
+    window.answered(accepted=False)
+    window.answered(accepted=True)  # answers to creates already in flight still come
+    assert window.in_flight == 6
+    assert not window.may_send()
+    assert window.next_first(8) == 1
+
+
+def test_the_next_pass_opens_as_wide_as_the_creates_went() -> None:
+    after_a_rollout = CreateWindow.opening(1, ceiling=32)
+    round_trips(after_a_rollout, 1000)
+    assert after_a_rollout.next_first(1) == MAX_FIRST_WINDOW
+    one_node_joined = CreateWindow.opening(MAX_FIRST_WINDOW, ceiling=32)
+    round_trips(one_node_joined, 1)
+    assert one_node_joined.next_first(MAX_FIRST_WINDOW) == MAX_FIRST_WINDOW
+    three_nodes = CreateWindow.opening(1, ceiling=32)
+    assert round_trips(three_nodes, 3) == [1, 2]
+    assert three_nodes.next_first(1) == 2
 
 
 def test_conditions_someone_else_set_are_kept_and_ours_are_replaced() -> None:

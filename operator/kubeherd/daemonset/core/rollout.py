@@ -1,6 +1,6 @@
 """The rolling update's next step within its budget (maxUnavailable, or maxSurge), the nodes a
 partition keeps back, the wave the update may touch (rollingUpdate.selector, the failure
-domain of topologyKey being updated), and the batches creates go out in.
+domain of topologyKey being updated), and the window creates go out in.
 
 Pure: plain data in, plain data out.
 """
@@ -264,30 +264,54 @@ def _surge_step(
     return step
 
 
-# The largest first batch of creates a pass carries over from the passes before it: as many
-# as go out at once by default (--max-concurrent-writes).
-MAX_FIRST_BATCH = 16
+# The widest a pass's window of creates opens, carried over from the passes before it: below
+# the writes in flight at once by default (--max-concurrent-writes), so that a quota reached
+# on the next pass's first creates costs a few refused creates, not a full window of them.
+MAX_FIRST_WINDOW = 16
 
 
-def create_batches(count: int, first: int = 1) -> list[int]:
-    """The sizes of the batches `count` creates go out in: `first`, then twice the one before.
+@dataclass
+class CreateWindow:
+    """How many creates may be in flight at once, as TCP's slow start paces its segments.
 
-    The native controller always starts at 1, so that a quota refusing the first pod spares the
-    API server the next thousands. kubeherd starts where its last creates left off instead
-    (`next_first_batch`): with 100 nodes joining at once, starting at 1 cost six round trips
-    to the API server before the last of them got its pod."""
-    sizes: list[int] = []
-    size = max(1, first)
-    while count > 0:
-        sizes.append(min(size, count))
-        count -= size
-        size *= 2
-    return sizes
+    The window opens at `width`; every create accepted widens it by one, up to `ceiling`, so
+    it doubles per round trip to the API server, and a new create goes out as soon as one
+    answers rather than when the slowest of a batch does. The first refused create closes it:
+    nothing more is sent, as the native controller stops at a refused batch (a quota that
+    refuses one pod refuses the next thousands too)."""
 
+    width: int
+    ceiling: int
+    in_flight: int = 0
+    # The most creates in flight at once, all accepted so far: where the next pass may open.
+    widest: int = 0
+    refused: bool = False
 
-def next_first_batch(first: int, sent: list[int], refused: bool) -> int:
-    """The next pass's first batch: 1 after a refusal, as the native controller does; else the
-    largest batch that went through so far, up to MAX_FIRST_BATCH."""
-    if refused:
-        return 1
-    return min(max([first, *sent]), MAX_FIRST_BATCH)
+    @classmethod
+    def opening(cls, first: int, ceiling: int) -> CreateWindow:
+        ceiling = max(1, ceiling)
+        return cls(width=min(max(1, first), ceiling), ceiling=ceiling)
+
+    def may_send(self) -> bool:
+        return not self.refused and self.in_flight < self.width
+
+    def sent(self) -> None:
+        self.in_flight += 1
+        self.widest = max(self.widest, self.in_flight)
+
+    def answered(self, accepted: bool) -> None:
+        self.in_flight -= 1
+        if accepted:
+            self.width = min(self.width + 1, self.ceiling)
+        else:
+            self.refused = True
+
+    def next_first(self, previous_first: int) -> int:
+        """The next pass's opening width: 1 after a refusal, as the native controller starts
+        its batches; else where these creates left off (`previous_first` if they never
+        filled it), up to MAX_FIRST_WINDOW. The native controller always starts at 1;
+        kubeherd does not, because with a hundred nodes joining at once, starting at 1 costs
+        round trips to the API server before the last of them gets its pod."""
+        if self.refused:
+            return 1
+        return min(max(previous_first, self.widest), MAX_FIRST_WINDOW)

@@ -1,7 +1,7 @@
-"""The daemon pod writes of a pass, paced as the native controller paces them: creates in
-doubling batches that stop at the first refusal, a growing backoff before a node's failed pod
-is replaced, expectations so a pod created is never created twice; and the claims (adopting
-orphans the selector matches, releasing pods it no longer matches).
+"""The daemon pod writes of a pass, paced as the native controller paces them: creates in a
+window that widens with each pod created and closes at the first refusal, a growing backoff
+before a node's failed pod is replaced, expectations so a pod created is never created twice;
+and the claims (adopting orphans the selector matches, releasing pods it no longer matches).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kubeherd.daemonset.core.nodes import DeletePod
 from kubeherd.daemonset.core.overrides import ResourceOverride
 from kubeherd.daemonset.core.plan import PlannedCreate
 from kubeherd.daemonset.core.pods import REVISION_LABEL, DaemonPodMaker
-from kubeherd.daemonset.core.rollout import UpdatePod, create_batches, next_first_batch
+from kubeherd.daemonset.core.rollout import CreateWindow, UpdatePod
 from kubeherd.daemonset.core.spec import DaemonSetSpec
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.daemonset.shell.state import History, Pacing
@@ -209,66 +209,87 @@ async def create_pods(
     clock: Callable[[], float],
     in_flight: int,
 ) -> Outcome | None:
-    """Create in doubling batches and stop at the first batch with a failure, as the native
-    controller does: a quota that refuses one pod refuses the next 5,000 too. The first batch
-    is 1 after a refusal, else as large as the last creates went (`create_batches`).
-    Returns the refusal, if any."""
+    """Create through a window of creates in flight (`CreateWindow`) that widens with each
+    pod created and closes at the first refusal: the creates already sent finish, nothing more
+    is sent, as the native controller stops at a refused batch (a quota that refuses one pod
+    refuses the next thousands too). The window opens at 1 after a refusal, else as wide as
+    the last creates went, and grows to `in_flight`. Returns the refusal, if any."""
     namespace = body["metadata"]["namespace"]
-    # A pod's body is built just before it is sent, and only `in_flight` at a time: a batch of
-    # thousands built at once, by several CustomDaemonSets rolling out together, was most of
-    # the operator's peak memory (docs/benchmarks.md).
-    building = asyncio.Semaphore(max(1, in_flight))
 
     async def send(create: PlannedCreate) -> tuple[str, Outcome]:
-        async with building:
-            for _ in range(NAME_ATTEMPTS):
-                pod = build(create)
-                name = pod["metadata"]["name"]
-                # Expected before it is sent: the watch may show it before the answer comes.
-                pacing.expected[create.node] = ExpectedPod(
-                    name, pod["metadata"]["labels"][REVISION_LABEL], clock()
-                )
-                outcome = await _create_pod(kube, namespace, pod)
-                # A fresh name already taken is another pod's: five random characters collide
-                # now and then over thousands of pods. As the API server does for
-                # generateName, try another name at once rather than wait out a backoff.
-                if not outcome.already_exists:
-                    break
-                API_RETRIES.labels("create", "name_taken").inc()
-            return name, outcome
-
-    remaining = list(creates)
-    sent: list[int] = []
-    for batch_size in create_batches(len(creates), pacing.first_create_batch):
-        batch, remaining = remaining[:batch_size], remaining[batch_size:]
-        results = await asyncio.gather(*(send(create) for create in batch))
-        failure: Outcome | None = None
-        for (name, outcome), create in zip(results, batch, strict=True):
-            if outcome.ok:
-                events.record(
-                    body, "Normal", "SuccessfulCreate", f"Created pod: {name} on node {create.node}"
-                )
-                continue
-            # Refused: nothing to wait for (a pod the watch showed meanwhile is seen).
-            expected = pacing.expected.get(create.node)
-            if expected is not None and expected.name == name:
-                del pacing.expected[create.node]
-            if outcome.namespace_terminating:
-                # As the native controller: nothing to create in a namespace on its way out.
-                return None
-            failure = outcome
-            events.record(
-                body,
-                "Warning",
-                "FailedCreate",
-                f"Error creating pod for node {create.node}: {outcome.message}",
+        # A pod's body is built just before it is sent, and only as many at a time as the
+        # window lets out: thousands built at once, by several CustomDaemonSets rolling out
+        # together, were most of the operator's peak memory (docs/benchmarks.md).
+        for _ in range(NAME_ATTEMPTS):
+            pod = build(create)
+            name = pod["metadata"]["name"]
+            # Expected before it is sent: the watch may show it before the answer comes.
+            pacing.expected[create.node] = ExpectedPod(
+                name, pod["metadata"]["labels"][REVISION_LABEL], clock()
             )
-        if failure is not None:
-            pacing.first_create_batch = next_first_batch(1, [], refused=True)
-            return failure
-        sent.append(batch_size)
-    pacing.first_create_batch = next_first_batch(pacing.first_create_batch, sent, refused=False)
-    return None
+            outcome = await _create_pod(kube, namespace, pod)
+            # A fresh name already taken is another pod's: five random characters collide
+            # now and then over thousands of pods. As the API server does for generateName,
+            # try another name at once rather than wait out a backoff.
+            if not outcome.already_exists:
+                break
+            API_RETRIES.labels("create", "name_taken").inc()
+        return name, outcome
+
+    window = CreateWindow.opening(pacing.first_create_window, in_flight)
+    waiting = iter(creates)
+    running: dict[asyncio.Task[tuple[str, Outcome]], tuple[int, PlannedCreate]] = {}
+    sent = 0
+    failure: Outcome | None = None
+    terminating = False
+    try:
+        while True:
+            while window.may_send() and not terminating and sent < len(creates):
+                create = next(waiting)
+                running[asyncio.ensure_future(send(create))] = (sent, create)
+                window.sent()
+                sent += 1
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            # In the order they were sent, so events read as the creates went out.
+            for task in sorted(done, key=lambda t: running[t][0]):
+                _, create = running.pop(task)
+                name, outcome = task.result()
+                window.answered(outcome.ok)
+                if outcome.ok:
+                    events.record(
+                        body,
+                        "Normal",
+                        "SuccessfulCreate",
+                        f"Created pod: {name} on node {create.node}",
+                    )
+                    continue
+                # Refused: nothing to wait for (a pod the watch showed meanwhile is seen).
+                expected = pacing.expected.get(create.node)
+                if expected is not None and expected.name == name:
+                    del pacing.expected[create.node]
+                if outcome.namespace_terminating:
+                    # As the native controller: nothing to create in a namespace on its way
+                    # out, and nothing to warn about.
+                    terminating = True
+                    continue
+                if failure is None:
+                    failure = outcome
+                events.record(
+                    body,
+                    "Warning",
+                    "FailedCreate",
+                    f"Error creating pod for node {create.node}: {outcome.message}",
+                )
+    finally:
+        # Stopped (the operator shutting down): the creates in flight stop with the pass.
+        for task in running:
+            task.cancel()
+    if terminating:
+        return None
+    pacing.first_create_window = window.next_first(pacing.first_create_window)
+    return failure
 
 
 async def _create_pod(kube: DaemonSetApi, namespace: str, pod: dict[str, Any]) -> Outcome:

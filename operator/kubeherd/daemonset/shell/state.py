@@ -91,8 +91,9 @@ class Pacing:
 
     create_backoff: Backoff
     max_failed_pod_backoff: float
-    # The first batch of the next creates (`next_first_batch`).
-    first_create_batch: int = 1
+    # How many creates the next pass may send at once before any is answered
+    # (`CreateWindow.next_first`).
+    first_create_window: int = 1
     # Why the last creates were refused, for the ReplicaFailure condition; None: they were not.
     create_failure: str | None = None
     # Per node: (not before, backoff) after a failed pod, as the native controller does.
