@@ -237,15 +237,14 @@ async def create_pods(
         return name, outcome
 
     window = CreateWindow.opening(pacing.first_create_window, in_flight)
-    waiting = iter(creates)
     running: dict[asyncio.Task[tuple[str, Outcome]], tuple[int, PlannedCreate]] = {}
     sent = 0
     failure: Outcome | None = None
     terminating = False
     try:
         while True:
-            while window.may_send() and not terminating and sent < len(creates):
-                create = next(waiting)
+            while window.may_send() and sent < len(creates):
+                create = creates[sent]
                 running[asyncio.ensure_future(send(create))] = (sent, create)
                 window.sent()
                 sent += 1
