@@ -6,6 +6,7 @@ status, events and `kubectl get`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import time
@@ -17,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from localcluster.cluster import LocalCluster
-from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE
+from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE, fake_node_manifest
 from tests.helpers import CDS_COLUMNS, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
 from tests.integration.daemonsets import (
     ALL_NODES,
@@ -409,6 +410,158 @@ def test_creates_refused_by_a_quota_warn_and_converge_once_it_allows(
     daemonsets.wait_for_nodes(name, WORKERS)
     status = daemonsets.wait_for_status(name, currentNumberScheduled=2, numberAvailable=2)
     assert "ReplicaFailure" not in {c["type"] for c in status["conditions"]}
+
+
+# Nodes for the refusal tests: a window's worth and more, so a pass that sent every create it
+# may would show in the count.
+REFUSING_NODES = 200
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+# How long the refused creates are counted, and the operator's --max-create-backoff in tests.
+REFUSAL_WINDOW, MAX_CREATE_BACKOFF = 60.0, 4.0
+
+
+def refused_pod_creates(kubectl: Kubectl) -> int:
+    """Pod creates (not dry runs) the API server has refused so far, by its own metrics."""
+    total = 0
+    for line in kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        if all(
+            part in labels
+            for part in ('resource="pods"', 'subresource=""', 'verb="POST"', 'dry_run=""')
+        ) and any(f'code="{code}"' in labels for code in ("403", "422")):
+            total += int(float(value))
+    return total
+
+
+@contextlib.contextmanager
+def refusing_every_pod(
+    how: str, namespace: str, core_v1: client.CoreV1Api, api_client: client.ApiClient
+) -> Iterator[None]:
+    """A quota of no pods, or a ValidatingAdmissionPolicy refusing every pod, in `namespace`:
+    what refuses all of a rollout's creates, the template's dry run included (403, which
+    kubeherd reports but does not take for an invalid template)."""
+    if how == "quota":
+        core_v1.create_namespaced_resource_quota(
+            namespace, {"metadata": {"name": "none"}, "spec": {"hard": {"pods": "0"}}}
+        )
+        eventually(
+            lambda: (
+                (core_v1.read_namespaced_resource_quota("none", namespace).status.hard or {})
+                == {"pods": "0"}
+            ),
+            what="the quota to be counted",
+        )
+        yield
+        return
+    admission = client.AdmissionregistrationV1Api(api_client)
+    name = f"refuse-{namespace}"[:63]
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {"expression": "false", "message": "no pods here", "reason": "Forbidden"}
+                ],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        }
+    )
+    probe = {
+        "metadata": {"name": "probe"},
+        "spec": {"containers": [{"name": "probe", "image": "registry.k8s.io/pause:3.9"}]},
+    }
+
+    def refused() -> bool:
+        try:
+            core_v1.create_namespaced_pod(namespace, probe, dry_run="All")
+        except client.ApiException as error:
+            return bool(error.status == 403)
+        return False
+
+    eventually(refused, what="the policy to refuse pods")
+    try:
+        yield
+    finally:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+
+def wait_until_nodes_are_quiet(core_v1: client.CoreV1Api, quiet: float = 5.0) -> None:
+    """Until no node has changed for `quiet` seconds: kube-controller-manager and kwok are done
+    with the new nodes, and every pass the rollout makes is the controller's own."""
+    versions: dict[str, str] = {}
+
+    def unchanged() -> bool:
+        now = {n.metadata.name: n.metadata.resource_version for n in core_v1.list_node().items}
+        settled = now == versions
+        versions.clear()
+        versions.update(now)
+        if not settled:
+            time.sleep(quiet)
+        return settled
+
+    eventually(unchanged, timeout=180, what="the nodes to settle")
+
+
+@pytest.mark.parametrize("how", ["quota", "policy"])
+def test_a_refused_rollout_costs_one_create_per_retry_not_one_per_node(
+    how: str,
+    daemonsets: DaemonSets,
+    core_v1: client.CoreV1Api,
+    api_client: client.ApiClient,
+    kubectl: Kubectl,
+    fake_nodes: TrackedFakeNodes,
+) -> None:
+    added = [f"refusing-{index:03d}" for index in range(REFUSING_NODES - len(WORKERS))]
+    fake_nodes.create([fake_node_manifest(name, zone="zone-a") for name in added], timeout=300)
+    # The API server taints a new node not-ready, and kube-controller-manager lifts it a few
+    # nodes a second: each node it lifts becomes eligible, which is a pass of its own with a
+    # create of its own. Lifted at once, the nodes are settled before the rollout starts.
+    for added_node in added:
+        fake_nodes.untaint(added_node, NOT_READY_TAINT)
+    wait_until_nodes_are_quiet(core_v1)
+    with refusing_every_pod(how, daemonsets.namespace, core_v1, api_client):
+        before = refused_pod_creates(kubectl)
+        started = time.monotonic()
+        name = daemonsets.create(agent())
+        try:
+            eventually(lambda: daemonsets.events(name, "FailedCreate"), what="FailedCreate")
+            time.sleep(max(0.0, REFUSAL_WINDOW - (time.monotonic() - started)))
+            refused = refused_pod_creates(kubectl) - before
+            assert daemonsets.pods(name) == []
+        finally:
+            # Gone before what refuses its pods is.
+            daemonsets.delete(name)
+            eventually(lambda: not daemonsets.exists(name), what="the CustomDaemonSet to go")
+    print(f"{how}: {refused} pod creates refused in {REFUSAL_WINDOW:.0f} s")
+    # Each retry, 1, 2, 4 s apart and then every MAX_CREATE_BACKOFF, is one create (the window
+    # opens at 1 after a refusal): a few per backoff window, never one per node.
+    retries = 3 + REFUSAL_WINDOW / MAX_CREATE_BACKOFF
+    assert 1 <= refused <= 2 * retries < REFUSING_NODES
 
 
 def test_a_create_forbidden_by_a_limit_range_carries_the_api_message(
