@@ -339,6 +339,24 @@ def test_each_create_answered_lets_the_next_go_without_waiting_for_a_slow_one() 
     assert cluster.reasons().count("SuccessfulCreate") == 20
 
 
+def test_stopping_the_controller_stops_the_creates_in_flight_at_once() -> None:
+    cluster = FakeCluster()
+    cluster.add_nodes(*(f"n{index}" for index in range(8)))
+    cluster.create_latency = 0.1
+    cluster.create_latencies = [0.1, 0.1, 0.1, 600.0]  # one answer never comes in time
+
+    async def scenario() -> float:
+        controller = cluster.start(agent())
+        await asyncio.sleep(5)
+        stopping = wall_clock()
+        await controller.stop()
+        return wall_clock() - stopping
+
+    assert run_virtually(scenario) < 1
+    # The others were created meanwhile: only the unanswered one is missing.
+    assert len(cluster.pods) == 7
+
+
 def test_the_next_pass_opens_its_window_where_the_last_creates_left_off() -> None:
     cluster = FakeCluster()
     cluster.add_nodes(*(f"n{index}" for index in range(40)))

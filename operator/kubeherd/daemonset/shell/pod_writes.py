@@ -285,6 +285,7 @@ async def create_pods(
         # Stopped (the operator shutting down): the creates in flight stop with the pass.
         for task in running:
             task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
     if terminating:
         return None
     pacing.first_create_window = window.next_first(pacing.first_create_window)
