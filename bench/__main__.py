@@ -21,6 +21,7 @@ from bench.api import ApiError
 from bench.profile import layer_shares
 from bench.report import markdown, plot, publish, report, summarize
 from bench.scenarios import REPO, Bench, Options
+from bench.stopping import Stopper, StopSignalError
 from bench.workload import pod_template
 from kubeherd.kube.limits import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
@@ -206,11 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     json_path = arguments.results / f"{stamp}.json"
     if arguments.profile:
         options.profile = arguments.results / f"{stamp}-kubeherd-profile.folded"
+    stopper = Stopper()
+    stopper.install()
     binaries = ensure_binaries()
     cluster = LocalCluster(arguments.dir, binaries, nodes=min((*options.growth, options.nodes)))
-    report(f"starting a fresh local cluster in {cluster.folder}")
-    cluster.down(quiet=True)
-    cluster.up()
     bench = Bench(options, cluster, binaries, report)
 
     def save() -> None:
@@ -218,10 +218,24 @@ def main(argv: list[str] | None = None) -> int:
         json_path.write_text(json.dumps(document, indent=1) + "\n")
 
     try:
-        asyncio.run(_run_and_tear_down(bench, options, save))
-    finally:
-        if not arguments.keep:
-            cluster.down()
+        report(f"starting a fresh local cluster in {cluster.folder}")
+        cluster.down(quiet=True)
+        cluster.up()
+        asyncio.run(stopper.run(_run_and_tear_down(bench, options, save)))
+    except (StopSignalError, KeyboardInterrupt):
+        stopper.cleaning_up()
+        _stop_everything(bench, cluster, keep=arguments.keep, quiet=True)
+        name = stopper.received.name if stopper.received is not None else "Ctrl-C"
+        kept = f", the cluster in {cluster.folder} kept (--keep)" if arguments.keep else ""
+        stopped = "kubeherd stopped" if arguments.keep else "kubeherd and the cluster stopped"
+        report(f"bench stopped by {name}: {stopped}{kept}")
+        return stopper.exit_status if stopper.received is not None else 130
+    except BaseException:
+        stopper.cleaning_up()
+        _stop_everything(bench, cluster, keep=arguments.keep, quiet=False)
+        raise
+    stopper.cleaning_up()
+    _stop_everything(bench, cluster, keep=arguments.keep, quiet=False)
     document = json.loads(json_path.read_text())
     summary = summarize(document, options.nodes)
     has_both = all(
@@ -237,6 +251,17 @@ def main(argv: list[str] | None = None) -> int:
     publish(markdown(document, summary), arguments)
     report(f"results in {json_path}; {time.monotonic() - started:.0f}s in all")
     return 0
+
+
+def _stop_everything(bench: Bench, cluster: LocalCluster, *, keep: bool, quiet: bool) -> None:
+    """The operator, whose start may have been under way in a thread when the loop was
+    cancelled, and the cluster unless it is kept."""
+    try:
+        if (operator := getattr(bench, "operator", None)) is not None:
+            operator.stop()
+    finally:
+        if not keep:
+            cluster.down(quiet=quiet)
 
 
 def render(arguments: argparse.Namespace) -> None:
