@@ -241,6 +241,11 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
                 else "not served"
             )
             lines.append(f"| /metrics, read every 15 s through the rollout and idle | {served} |")
+        if "cleanup_seconds" in cost:
+            lines.append(
+                f"| cleanup: every pod and CustomDaemonSet deleted | "
+                f"{_seconds(cost['cleanup_seconds'])} |"
+            )
         rss_met = cost["peak_rss_mib"] <= GOALS["peak_rss_mib"]
         start_met = cost["peak_rss_after_start_mib"] <= GOALS["start_rss_mib"]
         per_pod_met = kib_per_pod(cost) <= GOALS["kib_per_pod"]

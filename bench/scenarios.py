@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 
 from bench.api import Api, Json, wait_for
+from bench.cleanup import CLEANUP_TIMEOUT, delete_collection, delete_in_parallel
 from bench.clients import (
     NATIVE_DAEMONSET,
     Client,
@@ -52,7 +53,6 @@ KUBEHERD, NATIVE = "kubeherd", "native"
 # Holds a benchmark's DaemonSet while its pods are cleaned up: a controller stops at the deletion
 # timestamp, and the pods go in one request instead of one garbage-collector call each.
 HOLD_FINALIZER = "bench.kubeherd.io/hold"
-DELETE_COLLECTION_ATTEMPTS = 10
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 PROGRESS_EVERY = 5.0
 # B4's restart: what the operator logs once per CustomDaemonSet after it starts
@@ -300,8 +300,10 @@ class Bench:
                 )
             await asyncio.sleep(0.1)
 
-    async def remove(self, controller: str, workloads: list[str]) -> None:
-        """Delete benchmark DaemonSets and their pods, and wait until all are gone."""
+    async def remove(self, controller: str, workloads: list[str]) -> float:
+        """Delete benchmark DaemonSets and their pods, and wait until all are gone; the seconds
+        it took."""
+        started = time.monotonic()
         path, _ = controller_kind(controller)
         for workload in workloads:
             await self.api.delete(f"{path}/{workload}")
@@ -320,32 +322,19 @@ class Bench:
             return not set(workloads) & {item["metadata"]["name"] for item in listing["items"]}
 
         await wait_for(gone, timeout=60, what="the benchmark DaemonSets to be deleted")
+        return time.monotonic() - started
 
     async def delete_pods(self, workloads: list[str]) -> None:
-        """Delete the pods of these workloads in one request, and wait until they are gone."""
-        for _ in range(DELETE_COLLECTION_ATTEMPTS):
-            try:
-                answer = await self.api.request(
-                    "DELETE",
-                    f"/api/v1/namespaces/{NAMESPACE}/pods",
-                    params={
-                        "labelSelector": f"{BENCH_LABEL} in ({','.join(workloads)})",
-                        "gracePeriodSeconds": "0",
-                    },
-                    allow=(404, 504),
-                )
-            except aiohttp.ServerDisconnectedError:
-                # Seen with 50,000 pods: the API server drops the connection instead of a 504.
-                continue
-            # Thousands of pods take longer than the API server's 60 s request timeout: it
-            # answers 504 with part of them deleted, and the next request goes on.
-            if answer.get("code") != 504:
-                break
-
-        async def none_left() -> bool:
-            return self.pods.live(workloads) == 0
-
-        await wait_for(none_left, timeout=300, what="the benchmark pods to be deleted")
+        """Delete the pods of these workloads, one request per workload at once, and wait
+        until the pod watch has seen them all go."""
+        await delete_in_parallel(
+            self.api,
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            [f"{BENCH_LABEL}={workload}" for workload in workloads],
+            lambda: self.pods.live(workloads),
+            self.report,
+            "benchmark pods",
+        )
         # Let the controllers and kwok finish reacting to the deletions before the next run.
         await asyncio.sleep(3)
 
@@ -515,7 +504,8 @@ class Bench:
             "restart": restart,
             "metrics": asdict(scrapes),
         }
-        await self.remove(KUBEHERD, workloads)
+        self.results.cost["cleanup_seconds"] = await self.remove(KUBEHERD, workloads)
+        self.report(f"  cleanup: {self.results.cost['cleanup_seconds']:.1f}s")
 
     async def _restart_on_pods(self, count: int) -> dict[str, Any]:
         """Restart kubeherd on the cluster with every pod in place: how long until each
@@ -668,15 +658,12 @@ class Bench:
 
     async def _remove_tenant(self, path: str) -> None:
         await self.api.delete(path)
-        for _ in range(DELETE_COLLECTION_ATTEMPTS):
-            answer = await self.api.request(
-                "DELETE",
-                f"/api/v1/namespaces/{FOREIGN_NAMESPACE}/pods",
-                params={"labelSelector": f"{BENCH_LABEL}=foreign", "gracePeriodSeconds": "0"},
-                allow=(404, 504),
-            )
-            if answer.get("code") != 504:
-                break
+        await delete_collection(
+            self.api,
+            f"/api/v1/namespaces/{FOREIGN_NAMESPACE}/pods",
+            f"{BENCH_LABEL}=foreign",
+            timeout=CLEANUP_TIMEOUT,
+        )
 
 
 # How often B4 reads the operator's /metrics: a common Prometheus scrape interval.

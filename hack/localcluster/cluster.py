@@ -52,6 +52,8 @@ from localcluster.stages import write_stages
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 # The order components start in; they stop in reverse.
+# kube-apiserver's goroutines per DELETE collection request (its default is 1).
+DELETE_COLLECTION_WORKERS = 16
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # kwok gives every fake node this InternalIP.
 KWOK_NODE_IP = "10.0.0.1"
@@ -502,6 +504,9 @@ class LocalCluster:
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # A DELETE collection deletes its objects one at a time by default: tens of
+                # thousands of benchmark or test pods then outlast the request timeout.
+                f"--delete-collection-workers={DELETE_COLLECTION_WORKERS}",
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
