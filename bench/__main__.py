@@ -25,9 +25,11 @@ from bench.stopping import Stopper, StopSignalError
 from bench.workload import pod_template
 from kubeherd.kube.limits import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
-from localcluster.cluster import LocalCluster
+from localcluster.cluster import DELETE_COLLECTION_WORKERS, LocalCluster
 
 ALL = ("B1", "B2", "B3", "B4", "B5", "B6")
+# kube-scheduler's own client rate when it is given none: QPS, burst.
+SCHEDULER_DEFAULT_CLIENT = (50.0, 100)
 
 
 def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
@@ -61,6 +63,12 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         action="append",
         default=[],
         help="an extra `kubeherd run` flag, e.g. --operator-arg=--qps=100 (repeatable)",
+    )
+    parser.add_argument(
+        "--scheduler-qps",
+        type=float,
+        help="the local cluster's kube-scheduler client QPS, its burst twice that (default: its "
+        "own, QPS 50 and burst 100, about 50 bindings/s; earlier results used those)",
     )
     parser.add_argument(
         "--profile",
@@ -99,6 +107,7 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         tenant_updates=arguments.tenant_updates,
         tenant_history=arguments.tenant_history,
         foreign_pods=arguments.foreign_pods,
+        scheduler_qps=arguments.scheduler_qps,
     )
     return options, arguments
 
@@ -150,12 +159,31 @@ def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
         "--kube-api-burst=30, --concurrent-daemonset-syncs=2, its own ServiceAccount",
         "workload": "one pause container requesting 10m CPU and 16Mi, tolerating every taint "
         "(as kube-proxy and CNI agents do), so every node is eligible; "
-        "kube-scheduler binds the pods (default QPS 50, burst 100) and kwok marks them Running",
+        "kube-scheduler binds the pods and kwok marks them Running",
+        "local_cluster": local_cluster_settings(options.scheduler_qps),
         "template": pod_template("<name>"),
         "runs": options.runs,
         "growth_runs": options.growth_runs,
         "options": {key: _plain(value) for key, value in asdict(options).items()},
         "plot": plot_path,
+    }
+
+
+def scheduler_client(qps: float | None) -> tuple[float, int] | None:
+    """kube-scheduler's client (QPS, burst) for --scheduler-qps, with its default's ratio."""
+    return None if qps is None else (qps, max(1, round(2 * qps)))
+
+
+def local_cluster_settings(scheduler_qps: float | None) -> dict[str, Any]:
+    client = scheduler_client(scheduler_qps)
+    qps, burst = client if client is not None else SCHEDULER_DEFAULT_CLIENT
+    return {
+        "scheduler_qps": qps,
+        "scheduler_burst": burst,
+        "scheduler_client": "default" if client is None else "--scheduler-qps",
+        # kwok's client has no rate limiter: it needs no such option.
+        "kwok_client": "unlimited",
+        "delete_collection_workers": DELETE_COLLECTION_WORKERS,
     }
 
 
@@ -210,7 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     stopper = Stopper()
     stopper.install()
     binaries = ensure_binaries()
-    cluster = LocalCluster(arguments.dir, binaries, nodes=min((*options.growth, options.nodes)))
+    cluster = LocalCluster(
+        arguments.dir,
+        binaries,
+        nodes=min((*options.growth, options.nodes)),
+        scheduler_client=scheduler_client(options.scheduler_qps),
+    )
     bench = Bench(options, cluster, binaries, report)
 
     def save() -> None:

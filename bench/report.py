@@ -99,6 +99,20 @@ def _goal(met: bool) -> str:
     return "met" if met else "missed"
 
 
+def _local_cluster_line(meta: Mapping[str, Any]) -> list[str]:
+    """The local cluster's settings that bear on the pace of a large benchmark (results made
+    before they were recorded ran kube-scheduler with its default client rate)."""
+    cluster = meta.get("local_cluster")
+    if not cluster:
+        return []
+    source = "its default" if cluster["scheduler_client"] == "default" else "--scheduler-qps"
+    return [
+        f"- Local cluster: kube-scheduler client QPS {cluster['scheduler_qps']:g}, burst "
+        f"{cluster['scheduler_burst']} ({source}); kwok's client not rate-limited; "
+        f"kube-apiserver --delete-collection-workers={cluster['delete_collection_workers']}"
+    ]
+
+
 def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     """A section for docs/benchmarks.md: the setting, then one table per benchmark."""
     meta = results["meta"]
@@ -112,6 +126,7 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
         + f" ({meta['kubeherd_settings']})",
         f"- Native controller: {meta['native_settings']}",
         f"- Workload: {meta['workload']}",
+        *_local_cluster_line(meta),
         f"- Runs: {meta['runs']} per controller at {nodes} nodes, "
         f"{meta['growth_runs']} at the other sizes; times are medians.",
         "",

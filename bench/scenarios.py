@@ -84,6 +84,8 @@ class Options:
     tenant_updates: int = 150
     tenant_history: int = 100
     foreign_pods: int = 20000
+    # The local cluster's kube-scheduler client QPS (None: its default).
+    scheduler_qps: float | None = None
 
 
 @dataclass

@@ -158,6 +158,7 @@ class LocalCluster:
         image_archives: tuple[Path, ...] = (),
         pause_image: str = "",
         admission_plugins: tuple[str, ...] = (),
+        scheduler_client: tuple[float, int] | None = None,
         report: Report = _print_report,
     ) -> None:
         self.folder = folder.resolve()
@@ -170,6 +171,9 @@ class LocalCluster:
         # Admission plugins kube-apiserver enables besides its defaults (e.g. OpenShift's
         # OwnerReferencesPermissionEnforcement), for the tests that need a cluster like that.
         self.admission_plugins = admission_plugins
+        # kube-scheduler's client rate (QPS, burst) instead of its default: it binds one pod per
+        # request, so its client rate is the pace of a large benchmark's rollout.
+        self.scheduler_client = scheduler_client
         self.report = report
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -573,6 +577,16 @@ class LocalCluster:
                 # SchedulerProfile contends for that Lease.
                 f"--leader-elect={'true' if self.with_real_node else 'false'}",
                 "--profiling=false",
+                # Deprecated in favour of the config file's clientConnection, and still read
+                # when there is no config file, as here.
+                *(
+                    [
+                        f"--kube-api-qps={self.scheduler_client[0]:g}",
+                        f"--kube-api-burst={self.scheduler_client[1]}",
+                    ]
+                    if self.scheduler_client
+                    else []
+                ),
             ],
         )
         self._start_kwok(ports.kwok)
