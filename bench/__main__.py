@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import ApiError
+from bench.harness import REPO, Options
 from bench.profile import layer_shares
 from bench.report import markdown, plot, publish, report, summarize
-from bench.scenarios import REPO, Bench, Options
+from bench.scenarios import Bench
 from bench.stopping import Stopper, StopSignalError
 from bench.workload import pod_template
 from kubeherd.kube.limits import WriteLimits

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import Api, Json, wait_for
+from bench.harness import KUBEHERD, REPO, Options, bounded, controller_kind
 from bench.report import publish, report
-from bench.scenarios import KUBEHERD, REPO, Bench, Options, bounded, controller_kind
+from bench.scenarios import Bench
 from bench.workload import custom_daemonset
 from localcluster.binaries import ensure_binaries
 from localcluster.cluster import LocalCluster

@@ -17,6 +17,7 @@ from bench.clients import (
     kubeherd_client,
     requests_between,
 )
+from bench.harness import Options
 from bench.profile import (
     IDLE_LAYER,
     KOPF_LAYER,
@@ -26,7 +27,6 @@ from bench.profile import (
     layer_shares,
 )
 from bench.report import markdown, median_run, plot, summarize
-from bench.scenarios import Options
 from bench.stats import delays, growth_exponent, median, percentile, rollout
 from bench.workload import custom_daemonset, native_daemonset, pinned_pod
 from kubeherd.daemonset.core.pods import target_node
