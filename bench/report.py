@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.idle import describe
 from bench.stats import growth_exponent, median
 
 KUBEHERD, NATIVE = "kubeherd", "native"
@@ -236,6 +237,13 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
                 f"| requests while idle, {name}: writes / reads "
                 f"| {requests['writes']} / {requests['reads']} |"
             )
+        if "idle_writes" in cost:
+            lines += [
+                f"| idle window began once every status was done and unchanged, after "
+                f"| {_seconds(cost['settle_seconds'])} |",
+                f"| kubeherd's writes while idle, by the audit log "
+                f"| {describe(cost['idle_writes'])} |",
+            ]
         restart = cost.get("restart")
         if restart:
             lines += [

@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 import aiohttp
 
 from bench.clients import NATIVE_DAEMONSET, dispatched_by_schema, requests_between
-from bench.harness import KUBEHERD, NATIVE, bounded
+from bench.harness import KUBEHERD, NATIVE, bounded, controller_kind
+from bench.idle import describe, now_utc, wait_until_settled
 from bench.profile import Profiler, folded_summary, layer_shares
 from bench.stats import Rollout, delays, percentile
 from bench.tenant import TenantBench
@@ -152,10 +153,12 @@ class Bench(TenantBench):
             f"  {count * expected} pods in {rollout_seconds:.0f}s; kubeherd peak RSS "
             f"{rolled_out.peak_rss_mib:.0f} MiB, {rolled_out.cpu_seconds:.1f} CPU s"
         )
-        # Status writes may trail the last pods by a second or two.
-        await asyncio.sleep(10)
+        path, _ = controller_kind(KUBEHERD)
+        settle_seconds = await wait_until_settled(self.api, path, workloads, expected)
+        self.report(f"  every status done and unchanged {settle_seconds:.1f}s after the last pod")
         clients = (self.kubeherd, NATIVE_DAEMONSET)
         before = dispatched_by_schema(await self.api.text("/metrics"))
+        idle_from = now_utc()
         rollout_requests = asdict(requests_between(self.kubeherd, at_first, before))
         self.report(f"  kubeherd's requests for the rollout: {rollout_requests}")
         usage_before = self.operator.usage()
@@ -163,9 +166,12 @@ class Bench(TenantBench):
         self.report(f"  idle for {idle:.0f}s, counting each client's requests")
         await asyncio.sleep(idle)
         after = dispatched_by_schema(await self.api.text("/metrics"))
+        idle_until = now_utc()
         usage_after = self.operator.usage()
         idle_requests = {c.label: asdict(requests_between(c, before, after)) for c in clients}
         self.report(f"  requests while idle: {idle_requests}")
+        idle_writes = await self._writes_between(idle_from, idle_until)
+        self.report(f"  kubeherd's writes while idle, by the audit log: {describe(idle_writes)}")
         scraping.cancel()
         await asyncio.gather(scraping, return_exceptions=True)
         self.report(f"  /metrics: {scrapes.summary()}")
@@ -182,6 +188,8 @@ class Bench(TenantBench):
             "cpu_seconds_idle": usage_after.cpu_seconds - usage_before.cpu_seconds,
             "idle_seconds": idle,
             "idle_requests": idle_requests,
+            "idle_writes": idle_writes,
+            "settle_seconds": settle_seconds,
             "rollout_requests": rollout_requests,
             "restart": restart,
             "metrics": asdict(scrapes),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
 from dataclasses import asdict
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 from bench.api import wait_for
 from bench.cleanup import CLEANUP_TIMEOUT, delete_collection
 from bench.clients import dispatched_by_schema, requests_between
-from bench.harness import Harness, bounded
+from bench.harness import RELEASE, RELEASE_NAMESPACE, Harness, bounded
+from bench.idle import describe, now_utc, writes_between
 from bench.workload import (
     BENCH_LABEL,
     FOREIGN_NAMESPACE,
@@ -28,6 +30,13 @@ RESTART_TIMEOUT = 300.0
 class TenantBench(Harness):
     """B6, and the restart measure B4 shares with it."""
 
+    async def _writes_between(
+        self, since: datetime.datetime, until: datetime.datetime
+    ) -> list[dict[str, Any]]:
+        user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}"
+        log = self.cluster.audit_log
+        return await asyncio.to_thread(writes_between, log, user, since, until)
+
     async def _restart_on_pods(self, count: int) -> dict[str, Any]:
         """Restart kubeherd on the cluster with every pod in place: how long until each
         CustomDaemonSet had its first pass, what those passes found to do, and the requests
@@ -35,6 +44,7 @@ class TenantBench(Harness):
         self.report("  restarting kubeherd with every pod in place")
         await asyncio.to_thread(self.operator.stop)
         before = dispatched_by_schema(await self.api.text("/metrics"))
+        restart_from = now_utc()
         loop = asyncio.get_running_loop()
         spawned = loop.time()
         await asyncio.to_thread(self.operator.start)
@@ -51,17 +61,20 @@ class TenantBench(Harness):
         # Writes that trail the first passes (a status) count too.
         await asyncio.sleep(10)
         after = dispatched_by_schema(await self.api.text("/metrics"))
+        writes = await self._writes_between(restart_from, now_utc())
         usage = self.operator.usage()
         requests = asdict(requests_between(self.kubeherd, before, after))
         nothing = sum(1 for todo in first_passes if todo == "nothing to do")
         self.report(
             f"  all first passes {caught_up:.1f}s after start ({nothing} of {count}: nothing to "
-            f"do); requests {requests}; peak RSS {usage.peak_rss_mib:.0f} MiB"
+            f"do); requests {requests}; peak RSS {usage.peak_rss_mib:.0f} MiB; writes by the "
+            f"audit log: {describe(writes)}"
         )
         return {
             "seconds_to_first_passes": caught_up,
             "nothing_to_do": nothing,
             "requests": requests,
+            "writes": writes,
             "peak_rss_mib": usage.peak_rss_mib,
             "cpu_seconds": usage.cpu_seconds,
         }

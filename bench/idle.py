@@ -1,0 +1,133 @@
+"""B4's idle window: when it may start, and what a client wrote during it.
+
+The window starts once every CustomDaemonSet's status says its rollout is done and that status
+has stopped changing: a status write that trails the last pod is the rollout's, not idleness.
+Which writes a client made comes from the API server's audit log, which names the user, the verb
+and the resource of each request (the FlowSchema counters only say how many).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.api import Api, Json
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# How long every status must stay the same before the window starts.
+STABLE_SECONDS = 5.0
+SETTLE_TIMEOUT = 600.0
+POLL_INTERVAL = 1.0
+# Names and times kept per kind of write, enough to tell what they were.
+EXAMPLES = 5
+
+
+def rollout_done(item: Json, nodes: int) -> bool:
+    """Whether a CustomDaemonSet's status says its pods run, up to date, on all `nodes`."""
+    status = item.get("status") or {}
+    generation = item["metadata"].get("generation")
+    counts = [
+        status.get(key)
+        for key in ("desiredNumberScheduled", "updatedNumberScheduled", "numberAvailable")
+    ]
+    return status.get("observedGeneration") == generation and counts == [nodes] * 3
+
+
+async def wait_until_settled(api: Api, path: str, names: list[str], nodes: int) -> float:
+    """Until every named CustomDaemonSet's rollout is done by its status and no status has
+    changed for STABLE_SECONDS; the seconds it took."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    last_seen: dict[str, Any] = {}
+    stable_since = started
+    wanted = set(names)
+    while True:
+        items = [i for i in (await api.list_all(path))[0] if i["metadata"]["name"] in wanted]
+        statuses = {item["metadata"]["name"]: item.get("status") for item in items}
+        now = loop.time()
+        if statuses != last_seen:
+            last_seen, stable_since = statuses, now
+        done = len(items) == len(wanted) and all(rollout_done(item, nodes) for item in items)
+        if done and now - stable_since >= STABLE_SECONDS:
+            return now - started
+        if now - started > SETTLE_TIMEOUT:
+            finished = sum(1 for item in items if rollout_done(item, nodes))
+            raise TimeoutError(
+                f"{finished} of {len(wanted)} CustomDaemonSet statuses done, the last change "
+                f"{now - stable_since:.0f}s ago, after {SETTLE_TIMEOUT:.0f}s"
+            )
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+def now_utc() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _audit_files(log: Path) -> list[Path]:
+    """The audit log and its rotated backups (named after it, with a time in between)."""
+    return sorted(log.parent.glob(f"{log.stem}*{log.suffix}"))
+
+
+def _timestamp(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _audit_events(log: Path, username: str) -> Iterator[Json]:
+    needle = json.dumps(username).encode()
+    for path in _audit_files(log):
+        with path.open("rb") as lines:
+            for line in lines:
+                if needle in line:
+                    yield json.loads(line)
+
+
+def writes_between(
+    log: Path, username: str, since: datetime.datetime, until: datetime.datetime
+) -> list[dict[str, Any]]:
+    """`username`'s writes the API server received between the two times, by verb, resource,
+    subresource and answer: how many, and the first few objects with their second in the
+    window."""
+    counts: Counter[tuple[str, str, str, int]] = Counter()
+    examples: dict[tuple[str, str, str, int], list[str]] = {}
+    for event in _audit_events(log, username):
+        if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+            continue
+        received = _timestamp(event["requestReceivedTimestamp"])
+        if not since <= received < until:
+            continue
+        ref = event.get("objectRef") or {}
+        code = int((event.get("responseStatus") or {}).get("code") or 0)
+        key = (event["verb"], ref.get("resource", ""), ref.get("subresource", ""), code)
+        counts[key] += 1
+        named = examples.setdefault(key, [])
+        if len(named) < EXAMPLES:
+            offset = (received - since).total_seconds()
+            named.append(f"{ref.get('namespace', '')}/{ref.get('name', '')} at {offset:.1f}s")
+    return [
+        {
+            "verb": verb,
+            "resource": resource,
+            "subresource": subresource,
+            "code": code,
+            "count": count,
+            "examples": examples[(verb, resource, subresource, code)],
+        }
+        for (verb, resource, subresource, code), count in counts.most_common()
+    ]
+
+
+def describe(writes: list[dict[str, Any]]) -> str:
+    """One line: what the writes were."""
+    if not writes:
+        return "none"
+    return "; ".join(
+        f"{w['count']} {w['verb']} {w['resource']}"
+        + (f"/{w['subresource']}" if w["subresource"] else "")
+        + f" ({w['code']}, e.g. {', '.join(w['examples'][:2])})"
+        for w in writes
+    )
