@@ -240,7 +240,13 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
         if "idle_writes" in cost:
             lines += [
                 f"| idle window began once every status was done and unchanged, after "
-                f"| {_seconds(cost['settle_seconds'])} |",
+                f"| {_seconds(cost['settle_seconds'])}"
+                + (
+                    f" ({cost['not_ready_pods_at_idle']} pods not Ready, so counted)"
+                    if cost.get("not_ready_pods_at_idle")
+                    else ""
+                )
+                + " |",
                 f"| kubeherd's writes while idle, by the audit log "
                 f"| {describe(cost['idle_writes'])} |",
             ]

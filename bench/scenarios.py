@@ -154,8 +154,16 @@ class Bench(TenantBench):
             f"{rolled_out.peak_rss_mib:.0f} MiB, {rolled_out.cpu_seconds:.1f} CPU s"
         )
         path, _ = controller_kind(KUBEHERD)
-        settle_seconds = await wait_until_settled(self.api, path, workloads, expected)
-        self.report(f"  every status done and unchanged {settle_seconds:.1f}s after the last pod")
+        pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        settled = await wait_until_settled(self.api, path, pods_path, workloads, expected)
+        self.report(
+            f"  every status done and unchanged {settled.seconds:.1f}s after the last pod"
+            + (
+                f" ({settled.not_ready_pods} pods not Ready, counted so)"
+                if settled.not_ready_pods
+                else ""
+            )
+        )
         clients = (self.kubeherd, NATIVE_DAEMONSET)
         before = dispatched_by_schema(await self.api.text("/metrics"))
         idle_from = now_utc()
@@ -189,7 +197,8 @@ class Bench(TenantBench):
             "idle_seconds": idle,
             "idle_requests": idle_requests,
             "idle_writes": idle_writes,
-            "settle_seconds": settle_seconds,
+            "settle_seconds": settled.seconds,
+            "not_ready_pods_at_idle": settled.not_ready_pods,
             "rollout_requests": rollout_requests,
             "restart": restart,
             "metrics": asdict(scrapes),

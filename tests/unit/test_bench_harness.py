@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import local_cluster_settings, scheduler_client
-from bench.idle import describe, rollout_done, writes_between
+from bench.idle import caught_up, describe, rollout_done, writes_between
 from bench.stopping import Stopper, StopSignalError
 
 KUBEHERD_USER = "system:serviceaccount:kubeherd-system:kubeherd"
@@ -80,6 +80,9 @@ def test_a_rollout_is_done_when_its_status_counts_every_node_up_to_date_and_avai
     assert not rollout_done(_daemonset(2, **{**done, "updatedNumberScheduled": 2}), nodes=3)
     assert not rollout_done(_daemonset(2, **done), nodes=4)
     assert not rollout_done({"metadata": {"name": "new", "generation": 1}}, nodes=3)
+    # Caught up, but a pod is not Ready: the status may be right, the pods will tell.
+    assert caught_up(_daemonset(2, **{**done, "numberAvailable": 2}), nodes=3)
+    assert not caught_up(_daemonset(3, **done), nodes=3)
 
 
 def _audit_event(seconds: float, verb: str, resource: str, **extra: Any) -> str:
