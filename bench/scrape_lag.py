@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from kubeherd.api.customdaemonset import IneligibleReason
+from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.metrics.health import API_REQUESTS, PASS_DURATION
 from kubeherd.metrics.objects import (
     ObjectCollector,

@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from kubeherd.api.schedulerprofile import EXTENSION_POINTS
+from kubeherd.api.schedulerprofile_rules import EXTENSION_POINTS
 from kubeherd.scheduler.core.catalog import Catalog, shipped
 
 SEED = 16

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from kubeherd.api.customdaemonset import IneligibleReason
+from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.daemonset.core.eligibility import (
     NodeInfo,
     Taint,

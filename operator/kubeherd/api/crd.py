@@ -16,7 +16,8 @@ import yaml
 from pydantic import BaseModel
 
 from kubeherd.api.customdaemonset import CustomDaemonSet
-from kubeherd.api.schedulerprofile import DEFAULT_NAME_REFUSAL, SchedulerProfile
+from kubeherd.api.schedulerprofile import SchedulerProfile
+from kubeherd.api.schedulerprofile_rules import DEFAULT_NAME_REFUSAL
 from kubeherd.names import CUSTOMDAEMONSETS, GROUP, SCHEDULERPROFILES, VERSION
 
 _LABELS = "self.template.metadata.labels"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
+from kubeherd.api.customdaemonset_reasons import CANARY_PAUSE_REASONS
 from kubeherd.api.identifiers import (
     DNS_LABEL,
     DNS_LABEL_LENGTH,
@@ -342,19 +343,6 @@ def _count_or_percent(field: str) -> JsonDict:
         f" : string(self.{field}).matches('^(100|[1-9]?[0-9])%$'))",
         "message": f"{field} must be a number of nodes (0 or more) or a percentage from 0% to 100%",
     }
-
-
-# The waiting reasons of a container that pause a canary at once (`Canary.autoPause`).
-CANARY_PAUSE_REASONS = (
-    "CrashLoopBackOff",
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-)
 
 
 class CanaryAutoPause(Model):
@@ -715,15 +703,6 @@ class Condition(Model):
     observed_generation: int | None = Field(
         default=None, description="The generation this condition describes."
     )
-
-
-class IneligibleReason(StrEnum):
-    """Why a node has no daemon pod: the status groups nodes by it, and the metrics label by it."""
-
-    NODE_NAME = "NodeNameMismatch"
-    NODE_SELECTOR = "NodeSelectorMismatch"
-    NODE_AFFINITY = "NodeAffinityMismatch"
-    UNTOLERATED_TAINT = "UntoleratedTaint"
 
 
 class IneligibleNodes(Model):

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from kubeherd.api.customdaemonset import IneligibleReason
+from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.meta import parse_time
 from kubeherd.metrics.health import INSTRUMENTS
 from kubeherd.readiness import Readiness

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kubeherd.api.customdaemonset import CANARY_PAUSE_REASONS
+from kubeherd.api.customdaemonset_reasons import CANARY_PAUSE_REASONS
 from kubeherd.daemonset.core.budget import resolve_budget
 from kubeherd.daemonset.core.canary_commands import carry_out
 from kubeherd.daemonset.core.canary_state import (

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubeherd.api.customdaemonset import IneligibleReason
+from kubeherd.api.customdaemonset_reasons import IneligibleReason
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"

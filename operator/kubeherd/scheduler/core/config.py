@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from kubeherd.api.schedulerprofile import (
+from kubeherd.api.schedulerprofile_rules import (
     EXTENSION_POINTS,
     LEADER_ELECTION_DEFAULTS,
     LEASE_LOCK,

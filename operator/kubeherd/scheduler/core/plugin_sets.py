@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubeherd.api.schedulerprofile import EXTENSION_POINTS
+from kubeherd.api.schedulerprofile_rules import EXTENSION_POINTS
 from kubeherd.scheduler.core.catalog import Catalog, shipped
 from kubeherd.scheduler.core.problems import Problem, Verdict
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubeherd.api.schedulerprofile import (
+from kubeherd.api.schedulerprofile_rules import (
     LEADER_ELECTION_DEFAULTS,
     LEASE_LOCK,
     LEASE_LOCK_ONLY,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubeherd.api.schedulerprofile import DEFAULT_NAME_REFUSAL
+from kubeherd.api.schedulerprofile_rules import DEFAULT_NAME_REFUSAL
 from kubeherd.scheduler.core.catalog import CatalogChoice
 from kubeherd.scheduler.core.claims import (
     Claim,
