@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from pathlib import Path
@@ -14,6 +15,7 @@ import kopf
 import kubeherd.admission.webhook
 import kubeherd.daemonset.handlers
 import kubeherd.scheduler.handlers  # noqa: F401
+from kubeherd.admission.certificates import CertificateWorkerError
 from kubeherd.admission.configuration import WebhookOptions
 from kubeherd.admission.webhook import (
     AUTO,
@@ -249,16 +251,18 @@ async def serve_metrics(options: OperatorOptions, memo: Runtime) -> MetricsServe
     secure = options.metrics_secure
     cert_dir = Path(options.metrics_cert_dir) if options.metrics_cert_dir else None
     try:
+        # Made (without a folder) by a child process: waited for in a thread, not on the loop.
+        tls = await asyncio.to_thread(tls_context, cert_dir) if secure else None
         server = MetricsServer(
             registry,
             address,
             authorizer=TokenAuthorizer(parts.kube) if secure else None,
-            tls=tls_context(cert_dir) if secure else None,
+            tls=tls,
         )
         await server.start()
-    except OSError as error:
-        # As a port another process holds, or a certificate that cannot be read: asked for, so
-        # not silently left out.
+    except (OSError, CertificateWorkerError) as error:
+        # As a port another process holds, or a certificate that cannot be read or made: asked
+        # for, so not silently left out.
         raise kopf.PermanentError(f"cannot serve metrics on {address}: {error}") from error
     return server
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from kubeherd.admission.certificates import issue
+from kubeherd.admission import certificates
+from kubeherd.admission.certificates import CertificateWorkerError, ServingCertificate, issue
 from kubeherd.admission.configuration import (
     CHECKS,
     TIMEOUT_SECONDS,
@@ -345,3 +346,18 @@ def test_a_tls_server_with_the_certificate_is_trusted_by_a_client_of_the_ca() ->
 def test_no_certificate_without_a_name() -> None:
     with pytest.raises(ValueError, match="hostname"):
         issue([], NOW)
+
+
+def test_a_stored_certificate_that_does_not_parse_is_refused_as_invalid() -> None:
+    stored = ServingCertificate(ca=b"", certificate=b"not a certificate", key=b"")
+    with pytest.raises(ValueError, match="PEM"):
+        stored.serves(["kubeherd-webhook.kubeherd-system.svc"], NOW)
+
+
+def test_a_certificate_worker_that_fails_is_an_error_quoting_its_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(certificates, "WORKER", "kubeherd.admission.no_such_worker")
+    missing = r"failed \(exit status 1\): .*No module named kubeherd\.admission\.no_such_worker"
+    with pytest.raises(CertificateWorkerError, match=missing):
+        issue(["127.0.0.1"], NOW)

@@ -1,7 +1,10 @@
 """The webhook's own CA and serving certificate: the API server only calls webhooks over TLS
 and checks the certificate against the caBundle of the webhook configuration.
 
-Pure: the time is an argument; nothing is read or written.
+Making and reading certificates takes cryptography, which would stay in the operator's memory
+for as long as it runs: that work is done by a child process (admission/certificate_worker.py)
+that exits once it has answered. The calls here block until it has: async callers run them in a
+thread (asyncio.to_thread).
 """
 
 from __future__ import annotations
@@ -9,20 +12,27 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
-import ipaddress
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+import kubeherd
 
-# Long-lived: nothing renews the certificate while the operator runs, and the CA only signs
-# this one certificate, whose key never leaves the operator's Secret (or memory).
-VALIDITY = datetime.timedelta(days=3650)
-# A certificate closer than this to its end is replaced when the operator starts.
-RENEW_BEFORE = datetime.timedelta(days=30)
+# The module the child process runs (a test may point it elsewhere).
+WORKER = "kubeherd.admission.certificate_worker"
+# Making a key pair takes milliseconds; a worker that has not answered by then never will.
+WORKER_TIMEOUT = 60.0
+# The end of the worker's stderr that an error quotes: the last lines of a traceback.
+STDERR_QUOTED = 2000
+
+
+class CertificateWorkerError(RuntimeError):
+    """The child process that makes and reads certificates failed, or did not answer."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +45,15 @@ class ServingCertificate:
 
     def serves(self, hostnames: Iterable[str], now: datetime.datetime) -> bool:
         """Whether it is valid for all the names (DNS names or IP addresses) for a while yet."""
-        certificate = x509.load_pem_x509_certificate(self.certificate)
-        if certificate.not_valid_after_utc - RENEW_BEFORE < now:
-            return False
-        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        covered = {str(n) for n in names.get_values_for_type(x509.DNSName)}
-        covered |= {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
-        return set(hostnames) <= covered
+        answer = _ask_worker(
+            {
+                "action": "serves",
+                "certificate": self.certificate.decode(),
+                "hostnames": list(hostnames),
+                "now": now.isoformat(),
+            }
+        )
+        return bool(answer["serves"])
 
     @property
     def path_secret(self) -> str:
@@ -54,78 +66,56 @@ class ServingCertificate:
         return digest[:32]
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _general_name(hostname: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(hostname))
-    except ValueError:
-        return x509.DNSName(hostname)
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 def issue(hostnames: list[str], now: datetime.datetime) -> ServingCertificate:
-    """A new CA and a certificate it signs for the names (the first one is the common name).
-
-    A CA of its own rather than one self-signed certificate: Go's TLS client (the API server's)
-    refuses a self-signed leaf that is also a CA in some versions, never a proper chain."""
+    """A new CA and a certificate it signs for the names (the first one is the common name)."""
     if not hostnames:
         raise ValueError("a serving certificate needs at least one hostname")
-    start, end = now - datetime.timedelta(minutes=5), now + VALIDITY
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name(f"kubeherd-webhook-ca@{int(now.timestamp())}")
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(_name(hostnames[0]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([_general_name(h) for h in hostnames]), critical=False
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    answer = _ask_worker({"action": "issue", "hostnames": hostnames, "now": now.isoformat()})
     return ServingCertificate(
-        ca=ca.public_bytes(serialization.Encoding.PEM),
-        certificate=certificate.public_bytes(serialization.Encoding.PEM),
-        key=_pem_key(key),
+        ca=answer["ca"].encode(),
+        certificate=answer["certificate"].encode(),
+        key=answer["key"].encode(),
     )
+
+
+def _ask_worker(request: dict[str, Any]) -> dict[str, Any]:
+    """The worker's answer to one request; ValueError when it found the request invalid."""
+    try:
+        finished = subprocess.run(
+            # -P: the working folder's files must not stand in for kubeherd's modules.
+            [sys.executable, "-P", "-m", WORKER],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=WORKER_TIMEOUT,
+            env=_worker_environment(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise CertificateWorkerError(
+            f"{WORKER} did not answer within {WORKER_TIMEOUT:g} s"
+        ) from error
+    except OSError as error:
+        raise CertificateWorkerError(f"{WORKER} could not be started: {error}") from error
+    if finished.returncode != 0:
+        raise CertificateWorkerError(
+            f"{WORKER} failed (exit status {finished.returncode}): "
+            f"{finished.stderr.strip()[-STDERR_QUOTED:]}"
+        )
+    try:
+        answer: dict[str, Any] = json.loads(finished.stdout)
+    except ValueError as error:
+        raise CertificateWorkerError(
+            f"{WORKER} answered no JSON: {finished.stdout[:STDERR_QUOTED]!r}"
+        ) from error
+    if "invalid" in answer:
+        raise ValueError(answer["invalid"])
+    return answer
+
+
+def _worker_environment() -> dict[str, str]:
+    """The operator's environment, with the folder this kubeherd was imported from first on
+    the path: the worker then runs the same kubeherd, installed or from a source tree."""
+    source = str(Path(kubeherd.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([source, path] if path else [source])}

@@ -190,7 +190,7 @@ async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServe
     if options.service is not None:
         certificate = await shared_certificate(kube, options)
     else:
-        certificate = issue([reachable_host(host)], now())
+        certificate = await asyncio.to_thread(issue, [reachable_host(host)], now())
     keeper = ConfigurationKeeper(kube, options, certificate)
     return ConfiguringServer(
         keeper,
@@ -237,9 +237,9 @@ async def shared_certificate(kube: Kube, options: WebhookOptions) -> ServingCert
     for _ in range(5):
         secret = await kube.get_object(SECRET, namespace, name)
         stored = _stored_certificate(secret)
-        if stored is not None and stored.serves(hostnames, now()):
+        if stored is not None and await asyncio.to_thread(stored.serves, hostnames, now()):
             return stored
-        fresh = issue(hostnames, now())
+        fresh = await asyncio.to_thread(issue, hostnames, now())
         manifest = _secret(namespace, name, fresh, secret)
         if secret is None:
             outcome = await kube.create_object(SECRET, manifest)

@@ -35,7 +35,8 @@ def parse_address(address: str) -> tuple[str, int]:
 def tls_context(cert_dir: Path | None) -> ssl.SSLContext:
     """A server context with the certificate and key in `cert_dir` (tls.crt, tls.key), or else a
     certificate made now, which lives only in memory: scrapers then skip its verification, as
-    the chart's ServiceMonitor does unless told otherwise."""
+    the chart's ServiceMonitor does unless told otherwise. Making one waits for a child process
+    (admission.certificates): from the event loop, call this in a thread."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if cert_dir is not None:
