@@ -4,6 +4,7 @@ the API server's own TokenReview and SubjectAccessReview decide who reads it."""
 
 from __future__ import annotations
 
+import socket
 import ssl
 import subprocess
 import urllib.error
@@ -21,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
 from tests.conftest import RELEASE
-from tests.helpers import REPO, OperatorProcess
+from tests.helpers import REPO, OperatorProcess, eventually
 
 pytestmark = [pytest.mark.cluster]
 
@@ -42,9 +43,23 @@ def secure_operator(
     )
     process.start()
     try:
+        # /healthz answers first; the metrics server follows once its certificate is made.
+        eventually(
+            lambda: accepts_connections(process.metrics_port),
+            timeout=30,
+            what="the metrics server to listen",
+        )
         yield process
     finally:
         process.stop()
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def account_token(core_v1: client.CoreV1Api, namespace: str, name: str) -> str:
