@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,8 +115,14 @@ def _ask_worker(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _worker_environment() -> dict[str, str]:
-    """The operator's environment, with the folder this kubeherd was imported from first on
-    the path: the worker then runs the same kubeherd, installed or from a source tree."""
-    source = str(Path(kubeherd.__file__).resolve().parent.parent)
+    """The operator's environment; when this kubeherd comes from a source tree rather than the
+    installed packages, that tree goes first on the path, so that the worker runs the same
+    kubeherd. (The installed packages are not put there: they would come before the standard
+    library.)"""
+    source = Path(kubeherd.__file__).resolve().parent.parent
+    installed = {Path(sysconfig.get_path(name)).resolve() for name in ("purelib", "platlib")}
+    if source in installed:
+        return dict(os.environ)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([source, path] if path else [source])}
+    folders = [str(source), path] if path else [str(source)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(folders)}
