@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from kubeherd import __version__
-from kubeherd.admission.configuration import ServiceEndpoint, WebhookOptions
+from kubeherd.admission.configuration import SecretName, ServiceEndpoint, WebhookOptions
 from kubeherd.defaults import (
     DEFAULT_HEALTH_ADDRESS,
     DEFAULT_METRICS_ADDRESS,
@@ -82,7 +82,7 @@ def _run(options: argparse.Namespace) -> int:
         metrics_address=options.metrics_address,
         metrics_secure=options.metrics_secure,
         metrics_cert_dir=options.metrics_cert_dir,
-        webhook=_webhook_options(options),
+        webhook=webhook_options(options),
         # Named with the webhook off: the configuration an earlier run left, to delete.
         stale_webhook_configuration=""
         if options.webhook_listen
@@ -117,7 +117,7 @@ def _address(text: str) -> str:
     return text
 
 
-def _webhook_options(options: argparse.Namespace) -> WebhookOptions | None:
+def webhook_options(options: argparse.Namespace) -> WebhookOptions | None:
     if not options.webhook_listen:
         return None
     return WebhookOptions(
@@ -125,12 +125,20 @@ def _webhook_options(options: argparse.Namespace) -> WebhookOptions | None:
         service=options.webhook_service,
         configuration=options.webhook_configuration or WebhookOptions.configuration,
         owner=options.webhook_owner,
+        secret=options.webhook_secret,
     )
 
 
 def _service(text: str) -> ServiceEndpoint:
     try:
         return ServiceEndpoint.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _secret(text: str) -> SecretName:
+    try:
+        return SecretName.parse(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -155,6 +163,15 @@ def _add_webhook(run: argparse.ArgumentParser) -> None:
         metavar="NAMESPACE/NAME[:PORT]",
         help="the Service the API server calls it through (the chart's); its replicas share "
         "a certificate in the Secret NAME-tls; default: by URL, at the listen address",
+    )
+    webhook.add_argument(
+        "--webhook-secret",
+        type=_secret,
+        metavar="NAMESPACE/NAME",
+        help="by URL: keep the certificate in this Secret (created if missing), so that a "
+        "restart on the same listen address serves the same CA and leaves the configuration "
+        "as it is; default: a new certificate at each start. Not with --webhook-service, "
+        "whose Secret is NAME-tls",
     )
     webhook.add_argument(
         "--webhook-configuration",
@@ -279,3 +296,12 @@ def check_run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> N
     if getattr(options, "metrics_cert_dir", "") and not options.metrics_secure:
         # A certificate given for plain HTTP would be ignored: a mistake worth saying.
         parser.error("--metrics-cert-dir needs --metrics-secure")
+    service = getattr(options, "webhook_service", None)
+    if getattr(options, "webhook_secret", None) and service is not None:
+        # Replicas behind a Service find their Secret by the Service's name (so does the
+        # chart's RBAC): another name would split them.
+        kept = WebhookOptions(service=service).certificate_secret
+        parser.error(
+            "--webhook-secret is for a webhook reached by URL: with --webhook-service, "
+            f"the certificate is kept in the Secret {kept}"
+        )

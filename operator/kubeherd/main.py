@@ -214,8 +214,7 @@ def operator_identity(kube: Kube, webhook: WebhookOptions | None) -> IdentityLoo
     webhook's certificate Secret: what no daemon pod may borrow. Asked when first needed, and
     again until the API server answers, which it may not do at start-up."""
     known: list[OperatorIdentity] = []
-    service = webhook.service if webhook is not None else None
-    secrets = frozenset({f"{service.name}-tls"}) if service is not None else frozenset()
+    secret = webhook.certificate_secret if webhook is not None else None
 
     async def lookup() -> OperatorIdentity | None:
         if not known:
@@ -228,7 +227,12 @@ def operator_identity(kube: Kube, webhook: WebhookOptions | None) -> IdentityLoo
             user = (answer.get("status") or {}).get("userInfo") or {}
             username = str(user.get("username") or "")
             logger.info("Running as %s", username or "an unnamed user")
-            known.append(OperatorIdentity.of_user(username, secrets))
+            identity = OperatorIdentity.of_user(username)
+            # Daemon pods are checked in the account's own namespace only: a Secret in another
+            # one is out of their reach by name.
+            if secret is not None and secret.namespace == identity.namespace:
+                identity = dataclasses.replace(identity, secrets=frozenset({secret.name}))
+            known.append(identity)
         return known[0]
 
     return lookup

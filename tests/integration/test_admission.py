@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import LocalCluster
+from localcluster.operator import free_port
+from tests.conftest import RELEASE, RELEASE_NAMESPACE, on_kind
 from tests.helpers import Kubectl, OperatorProcess, eventually
 from tests.integration.schedulers import SchedulerProfiles, condition, scheduler_profile
 from tests.integration.test_customdaemonset_api import apply
@@ -137,6 +139,63 @@ def test_the_webhook_private_key_is_removed_when_the_operator_stops(
 
     assert process.returncode == 0, process.log_tail()
     assert list(tmp_path.glob("kubeherd-webhook-*")) == []
+
+
+def test_restarted_on_the_same_address_with_its_secret_it_leaves_the_configuration_alone(
+    local_cluster: LocalCluster,
+    operator_kubeconfig: Path,
+    kubectl: Kubectl,
+    other_namespace: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """`--webhook-secret`: the certificate outlives the process, so a restart on the same port
+    serves the same CA at the same URL, and the API server sees no write to the configuration
+    (its resourceVersion stays)."""
+    if on_kind(request.config):
+        pytest.skip("kind's chart runs with the webhook off: no Role for the webhook's Secret")
+    arguments = (
+        f"--webhook-listen=127.0.0.1:{free_port()}",
+        # The one Secret the chart's Role lets its ServiceAccount read and update.
+        f"--webhook-secret={RELEASE_NAMESPACE}/{RELEASE}-webhook-tls",
+        f"--namespace={other_namespace}",
+    )
+
+    started: list[OperatorProcess] = []
+
+    def serve() -> dict[str, Any]:
+        """Start an operator, wait until it has kept the configuration, and stop it: what the
+        configuration then is."""
+        process = OperatorProcess(
+            local_cluster,
+            name="webhook-secret",
+            arguments=arguments,
+            kubeconfig=operator_kubeconfig,
+        )
+        started.append(process)
+        process.start()
+        eventually(lambda: "points at https://127.0.0.1:" in process.output(), what="serving")
+        process.stop()
+        listed = kubectl("get", "validatingwebhookconfiguration", CONFIGURATION, "-o", "json")
+        return dict(json.loads(listed.stdout))
+
+    try:
+        before = serve()
+        after = serve()
+    finally:
+        for process in started:
+            process.stop()
+        kubectl("delete", "validatingwebhookconfiguration", CONFIGURATION, "--ignore-not-found")
+        kubectl(
+            "-n",
+            RELEASE_NAMESPACE,
+            "delete",
+            "secret",
+            f"{RELEASE}-webhook-tls",
+            "--ignore-not-found",
+        )
+
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["webhooks"] == before["webhooks"]
 
 
 def refused_once_served(kubectl: Kubectl, namespace: str, manifest: dict[str, Any]) -> str:

@@ -63,6 +63,25 @@ class ServiceEndpoint:
 
 
 @dataclass(frozen=True)
+class SecretName:
+    """A Secret, by namespace and name."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> SecretName:
+        """NAMESPACE/NAME."""
+        namespace, slash, name = text.partition("/")
+        if not slash or not namespace or not name or "/" in name:
+            raise ValueError(f"{text!r}: expected NAMESPACE/NAME")
+        return cls(namespace, name)
+
+
+@dataclass(frozen=True)
 class WebhookOptions:
     """What `kubeherd run --webhook-*` chose."""
 
@@ -74,6 +93,9 @@ class WebhookOptions:
     configuration: str = "kubeherd"
     # A ClusterRole whose deletion deletes the configuration (the chart's); empty: none.
     owner: str = ""
+    # By URL: the Secret that keeps the certificate across restarts; None: a new one at each
+    # start. (Through a Service, the Service names the Secret: see `certificate_secret`.)
+    secret: SecretName | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -82,10 +104,19 @@ class WebhookOptions:
         return host.strip("[]"), int(port or 0)
 
     @property
-    def secret_name(self) -> str:
-        """The Secret the replicas behind the Service share their certificate in."""
-        assert self.service is not None
-        return f"{self.service.name}-tls"
+    def hostnames(self) -> list[str]:
+        """The names the API server checks the serving certificate for."""
+        if self.service is not None:
+            return self.service.hostnames
+        return [reachable_host(self.address[0])]
+
+    @property
+    def certificate_secret(self) -> SecretName | None:
+        """Where the certificate is kept, so that replicas and restarts serve the same one:
+        the Secret NAME-tls beside the Service, else the one named by URL; None: nowhere."""
+        if self.service is not None:
+            return SecretName(self.service.namespace, f"{self.service.name}-tls")
+        return self.secret
 
 
 def reachable_host(listen_host: str) -> str:

@@ -4,6 +4,8 @@ it, and the two checks (thin: the answers are worked out in `review`).
 Every replica serves, standbys included (Kopf's peering pauses the watches, not the admission
 server), so the replicas share one certificate: the first makes it and stores it in a Secret,
 the others read it, and the configuration's caBundle is the same whichever replica wrote it.
+A process reached by URL keeps its certificate in a Secret the same way when told one
+(`--webhook-secret`): restarted on the same address, it leaves the configuration as it was.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kubeherd.admission.certificates import ServingCertificate, issue
 from kubeherd.admission.configuration import (
     CHECKS,
     MANAGED_BY,
+    SecretName,
     WebhookOptions,
     already_applied,
     reachable_host,
@@ -187,10 +190,11 @@ class ConfigurationKeeper:
 async def start_webhook(kube: Kube, options: WebhookOptions) -> ConfiguringServer:
     """The server Kopf runs (in `settings.admission.server`), with its certificate."""
     host, port = options.address
-    if options.service is not None:
-        certificate = await shared_certificate(kube, options)
+    secret = options.certificate_secret
+    if secret is not None:
+        certificate = await shared_certificate(kube, secret, options.hostnames)
     else:
-        certificate = await asyncio.to_thread(issue, [reachable_host(host)], now())
+        certificate = await asyncio.to_thread(issue, options.hostnames, now())
     keeper = ConfigurationKeeper(kube, options, certificate)
     return ConfiguringServer(
         keeper,
@@ -227,13 +231,14 @@ def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-async def shared_certificate(kube: Kube, options: WebhookOptions) -> ServingCertificate:
-    """The replicas' common certificate, from their Secret; made (or renewed) by the first
-    replica that finds none usable. Creates and replacements are conditional, so two replicas
-    starting at once end up with the one that won."""
-    assert options.service is not None
-    hostnames = options.service.hostnames
-    namespace, name = options.service.namespace, options.secret_name
+async def shared_certificate(
+    kube: Kube, where: SecretName, hostnames: list[str]
+) -> ServingCertificate:
+    """The certificate kept in the Secret, common to the replicas and to their restarts; made
+    (or renewed) by the first replica that finds none usable for `hostnames`. Creates and
+    replacements are conditional, so two replicas starting at once end up with the one that
+    won."""
+    namespace, name = where.namespace, where.name
     for _ in range(5):
         secret = await kube.get_object(SECRET, namespace, name)
         stored = _stored_certificate(secret)
