@@ -18,9 +18,11 @@ from kubeherd.admission.webhook import SECRET as SECRET_KIND
 from kubeherd.admission.webhook import ConfiguringServer, start_webhook
 from kubeherd.cli import build_parser, main
 from kubeherd.cli_run import webhook_options
+from kubeherd.daemonset.core.template import OperatorIdentity
 from kubeherd.kube.client import Kube
 from kubeherd.kube.kinds import Kind
 from kubeherd.kube.outcomes import Outcome
+from kubeherd.main import operator_identity
 
 SECRET = SecretName("kubeherd-system", "kubeherd-webhook-tls")
 URL = "https://127.0.0.1:9443/path"
@@ -240,3 +242,32 @@ def test_webhook_secret_must_be_namespace_slash_name(
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"kubeherd run: error: argument --webhook-secret: {text!r}: expected NAMESPACE/NAME"
     )
+
+
+# What daemon pods may not borrow -------------------------------------------------------------
+
+
+class ServiceAccountKube:
+    """Answers the SelfSubjectReview as the API server does for the chart's ServiceAccount."""
+
+    async def create_review(self, kind: Kind, review: dict[str, Any]) -> dict[str, Any]:
+        username = f"system:serviceaccount:{SECRET.namespace}:kubeherd"
+        return {**review, "status": {"userInfo": {"username": username}}}
+
+
+@pytest.mark.parametrize(
+    ("secret", "kept_from_pods"),
+    [(SECRET, {SECRET.name}), (SecretName("elsewhere", SECRET.name), set())],
+)
+def test_the_url_webhooks_secret_in_the_operators_namespace_is_kept_from_daemon_pods(
+    secret: SecretName, kept_from_pods: set[str]
+) -> None:
+    lookup = operator_identity(cast(Kube, ServiceAccountKube()), url_options(secret))
+
+    async def ask() -> OperatorIdentity | None:
+        return await lookup()
+
+    identity = asyncio.run(ask())
+
+    assert identity is not None
+    assert identity.secrets == kept_from_pods
