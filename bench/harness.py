@@ -21,6 +21,7 @@ from bench.workload import BENCH_LABEL, NAMESPACE, custom_daemonset, native_daem
 from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import default_node_manifests
+from localcluster.operator import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
@@ -162,8 +163,17 @@ class Harness:
         kubeconfig = self.cluster.token_kubeconfig(
             RELEASE, token, self.cluster.folder / "kubeherd.kubeconfig"
         )
+        # One port for the whole benchmark, and the certificate kept in the Secret the chart's
+        # RBAC lets the ServiceAccount write: restarted (B4), kubeherd finds its webhook
+        # configuration as it left it, and writes nothing.
+        webhook = (
+            f"--webhook-listen=127.0.0.1:{free_port()}",
+            f"--webhook-secret={RELEASE_NAMESPACE}/{RELEASE}-webhook-tls",
+        )
         self.operator = OperatorProcess(
-            kubeconfig, self.cluster.logs / "kubeherd.log", self.options.operator_arguments
+            kubeconfig,
+            self.cluster.logs / "kubeherd.log",
+            (*webhook, *self.options.operator_arguments),
         )
         await asyncio.to_thread(self.operator.start)
 
