@@ -242,7 +242,7 @@ class Event:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExpectedPod:
     """A pod this controller created (or adopted) that the watch has not shown yet."""
 

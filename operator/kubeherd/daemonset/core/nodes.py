@@ -88,12 +88,12 @@ class WaveRule:
 NO_WAVES = WaveRule()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CreatePod:
     node: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeletePod:
     node: str
     pod: PodInfo

@@ -106,7 +106,7 @@ class PassInput:
     canary: CanaryState | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedCreate:
     node: str
     revision: str

@@ -17,7 +17,7 @@ from kubeherd.daemonset.core.nodes import CreatePod, DeletePod
 from kubeherd.defaults import DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UpdatePod:
     """An old pod the rolling update updates in place (its template differs in images only)."""
 
