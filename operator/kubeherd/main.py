@@ -165,6 +165,20 @@ async def start(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> Non
     except BaseException:
         await kube.close()
         raise
+    try:
+        await start_parts(settings, memo, kube)
+    except asyncio.CancelledError:
+        # Stopped while starting (a pod deleted as it starts): Kopf runs no cleanup activity
+        # after a cancelled start-up, so what already runs is stopped here.
+        logger.info("Stopped while starting: stopping what had started")
+        await stop_operator(memo)
+        if memo.parts is None:
+            await kube.close()
+        raise
+
+
+async def start_parts(settings: kopf.OperatorSettings, memo: Runtime, kube: Kube) -> None:
+    options = memo.options
     watches = Watches(kube, options.namespaces, memo.readiness)
     watches.controller = DaemonSetController(
         DaemonSetApi(kube),

@@ -82,6 +82,12 @@ def test_kubeherd_exits_promptly_on_sigterm_and_sigint(
         unreachable_kubeconfig, tmp_path / "kubeherd.log", environment={"TMPDIR": str(temporary)}
     )
     process.start(timeout=60)
+    # Started in full (its certificates made, its servers up): what follows is the stop of a
+    # running operator.
+    deadline = time.monotonic() + 30
+    while "Activity 'start' succeeded" not in process.output():
+        assert time.monotonic() < deadline, process.log_tail()
+        time.sleep(0.1)
 
     signalled = time.monotonic()
     process.stop(signal=stop_signal, timeout=10)  # kills it and fails if it is still running
@@ -93,3 +99,25 @@ def test_kubeherd_exits_promptly_on_sigterm_and_sigint(
     # The webhook never served (no API server to configure): no key file was left behind.
     assert list(temporary.iterdir()) == []
     print(f"kubeherd exited {took:.1f}s after {stop_signal.name}")
+
+
+def test_kubeherd_stopped_while_starting_stops_what_had_started(
+    unreachable_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A pod deleted as it starts gets SIGTERM while its certificates are being made: Kopf runs
+    no cleanup activity after a cancelled start-up, so kubeherd stops its parts itself."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = KubeherdProcess(
+        unreachable_kubeconfig, tmp_path / "kubeherd.log", environment={"TMPDIR": str(temporary)}
+    )
+    process.start(timeout=60)  # /healthz answers first, while the rest starts
+    process.stop(signal=signal.SIGTERM, timeout=10)
+
+    assert process.returncode == 0, process.log_tail()
+    output = process.output()
+    assert (
+        "Stopped while starting: stopping what had started" in output
+        or "Activity 'stop' succeeded" in output
+    ), process.log_tail()
+    assert list(temporary.iterdir()) == []
