@@ -165,6 +165,9 @@ class DaemonSetController:
             deferred = self.runner.pending(key, STATUS_TIMER)
             given = await self.reads.gather(key, state, marks, attempt, deferred)
             plan = plan_pass(given)
+            # What the pass read (a view of every dirty node) is not needed while it acts,
+            # which in a rollout's first pass lasts as long as its thousands of creates.
+            del given
             if plan.flush_status and state.status.last_pass is not None:
                 # A deferred status goes out first, for the spec it describes: the next
                 # rollout starts from it (its currentRevision above all).

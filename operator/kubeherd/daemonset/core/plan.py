@@ -52,7 +52,7 @@ from kubeherd.names import CUSTOMDAEMONSET
 EXPECTATION_TIMEOUT = 300.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A dirty node as the watches show it now: None when the Node is gone."""
 
