@@ -231,7 +231,20 @@ class FakeCluster:
         refused = self._refused("dry_run_pod")
         if refused is not None:
             return DryRun(refused.status, {"message": refused.message})
+        quota = self._quota_refusal(pod)
+        if quota is not None:
+            # Quota admission judges a dry run as the create itself (checked, not charged).
+            return DryRun(quota.status, {"message": quota.message})
         return DryRun(201, {"kind": "Pod"})
+
+    def _quota_refusal(self, pod: Mapping[str, Any]) -> Outcome | None:
+        if self.pod_quota is None or len(self.pods) < self.pod_quota:
+            return None
+        return Outcome(
+            403,
+            f'pods "{pod["metadata"]["name"]}" is forbidden: exceeded quota: pods, '
+            f"requested: pods=1, used: pods={len(self.pods)}, limited: pods={self.pod_quota}",
+        )
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> Outcome:
         self.writes.append(Write("create", "Pod", pod["metadata"]["name"], pod))
@@ -244,12 +257,9 @@ class FakeCluster:
         refused = self._refused("create_pod")
         if refused is not None:
             return refused
-        if self.pod_quota is not None and len(self.pods) >= self.pod_quota:
-            return Outcome(
-                403,
-                f'pods "{pod["metadata"]["name"]}" is forbidden: exceeded quota: pods, '
-                f"requested: pods=1, used: pods={len(self.pods)}, limited: pods={self.pod_quota}",
-            )
+        quota = self._quota_refusal(pod)
+        if quota is not None:
+            return quota
         if pod["metadata"]["name"] in self.pods:
             return Outcome(409, "AlreadyExists")
         stored = copy.deepcopy(pod)

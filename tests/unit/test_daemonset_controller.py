@@ -199,6 +199,8 @@ def test_in_a_terminating_namespace_creates_stop_without_a_warning_or_a_retry() 
         'pods "agent-x" is forbidden: unable to create new content in namespace ops '
         "because it is being terminated",
     )
+    # Namespace admission refuses the dry run as it refuses the create.
+    cluster.refuse("dry_run_pod", terminating)
     cluster.refuse("create_pod", terminating)
 
     async def scenario() -> None:
@@ -249,6 +251,8 @@ def test_refused_creates_warn_back_off_and_converge_once_allowed() -> None:
     cluster = FakeCluster()
     cluster.add_nodes("n1", "n2", "n3")
     quota = Outcome(403, 'pods "agent-x" is forbidden: exceeded quota: pods')
+    # The quota refuses the dry run as it refuses the creates (checked, not charged).
+    cluster.refuse("dry_run_pod", quota)
     cluster.refuse("create_pod", *[quota] * 3)
     created_at = times_of_creates(cluster)
 
@@ -308,11 +312,13 @@ def test_a_quota_reached_mid_rollout_stops_the_creates_sent_after_its_first_refu
 
     run_virtually(scenario)
     assert len(cluster.pods) == 5
-    # 1, then 2, then 4 at once (each accepted create widens the window by one): the last
-    # 4 are answered together, 2 accepted and 2 refused, and nothing goes out after.
-    assert creates_sent(cluster) == 7
-    creates = [r for r in cluster.reasons() if r in ("SuccessfulCreate", "FailedCreate")]
-    assert creates == ["SuccessfulCreate"] * 5 + ["FailedCreate"] * 2
+    # The dry run was admitted (the quota had room), so the window opened at
+    # MAX_FIRST_WINDOW: those creates are answered together, 5 accepted and the rest
+    # refused, and nothing goes out after.
+    assert creates_sent(cluster) == MAX_FIRST_WINDOW
+    reasons = cluster.reasons()
+    assert reasons.count("SuccessfulCreate") == 5
+    assert reasons.count("FailedCreate") == MAX_FIRST_WINDOW - 5
     assert all("exceeded quota" in m for m in cluster.messages("FailedCreate"))
     assert "exceeded quota" in cluster.condition("ReplicaFailure")["message"]
 

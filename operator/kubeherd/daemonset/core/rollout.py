@@ -287,6 +287,14 @@ class CreateWindow:
     widest: int = 0
     refused: bool = False
 
+    @staticmethod
+    def first_width(carried: int, admitted_now: bool) -> int:
+        """Where a pass's creates open: MAX_FIRST_WINDOW when the API server admitted a dry
+        run of this very pod in this pass (its quota and admission judged it as they judge
+        the creates, so a first round trip at 1 would learn nothing new); else `carried`,
+        what the passes before left (`next_first`)."""
+        return max(carried, MAX_FIRST_WINDOW) if admitted_now else carried
+
     @classmethod
     def opening(cls, first: int, ceiling: int) -> CreateWindow:
         ceiling = max(1, ceiling)

@@ -216,6 +216,11 @@ class TemplateVerdict:
     problem: str | None = None
     # Why there is no verdict yet; None: there is one.
     no_verdict: str | None = None
+    # Whether the API server admitted the pod outright, as it would admit the real create:
+    # its admission (quota, webhooks, policies) judges a dry run as the create itself. Not
+    # so for a refusal the template is let through despite (a quota full now), nor for a
+    # verdict a status recorded earlier.
+    admitted: bool = False
 
 
 def template_verdict(answer: TemplateAnswer) -> TemplateVerdict:
@@ -231,4 +236,6 @@ def template_verdict(answer: TemplateAnswer) -> TemplateVerdict:
         message = str(answer.body.get("message") or f"HTTP {answer.status}")
         return TemplateVerdict(answer.template_hash, no_verdict=message)
     refusal = pod_template_review(answer.status, answer.body).refusal or None
-    return TemplateVerdict(answer.template_hash, problem=refusal)
+    return TemplateVerdict(
+        answer.template_hash, problem=refusal, admitted=200 <= answer.status < 300
+    )

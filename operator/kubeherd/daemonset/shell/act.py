@@ -144,6 +144,7 @@ class Act:
             ),
             self.clock,
             self.kube.limits.max_concurrent,
+            admitted_now=plan.template is not None and plan.template.admitted,
         )
         retry = None
         if failure is not None:

@@ -208,12 +208,14 @@ async def create_pods(
     build: Callable[[PlannedCreate], dict[str, Any]],
     clock: Callable[[], float],
     in_flight: int,
+    admitted_now: bool = False,
 ) -> Outcome | None:
     """Create through a window of creates in flight (`CreateWindow`) that widens with each
     pod created and closes at the first refusal: the creates already sent finish, nothing more
     is sent, as the native controller stops at a refused batch (a quota that refuses one pod
     refuses the next thousands too). The window opens at 1 after a refusal, else as wide as
-    the last creates went, and grows to `in_flight`. Returns the refusal, if any."""
+    the last creates went, or wide when the pass's own dry run was admitted (`admitted_now`,
+    `CreateWindow.first_width`), and grows to `in_flight`. Returns the refusal, if any."""
     namespace = body["metadata"]["namespace"]
 
     async def send(create: PlannedCreate) -> tuple[str, Outcome]:
@@ -236,7 +238,9 @@ async def create_pods(
             API_RETRIES.labels("create", "name_taken").inc()
         return name, outcome
 
-    window = CreateWindow.opening(pacing.first_create_window, in_flight)
+    window = CreateWindow.opening(
+        CreateWindow.first_width(pacing.first_create_window, admitted_now), in_flight
+    )
     running: dict[asyncio.Task[tuple[str, Outcome]], tuple[int, PlannedCreate]] = {}
     sent = 0
     failure: Outcome | None = None
