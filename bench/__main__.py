@@ -199,7 +199,8 @@ async def run(bench: Bench, options: Options, save: Any) -> None:
                 if options.only & {"B1", "B5"}:
                     await bench.rollouts(size, options.runs)
                     save()
-                if "B3" in options.only:
+                if "B3" in options.only and not options.only & {"B1", "B5"}:
+                    # Else each of kubeherd's runs at --nodes came right after a probe.
                     await bench.limit()
                     save()
                 if "B4" in options.only:

@@ -11,6 +11,7 @@ import aiohttp
 from bench.clients import NATIVE_DAEMONSET, dispatched_by_schema, requests_between
 from bench.harness import KUBEHERD, NATIVE, bounded, controller_kind
 from bench.idle import describe, now_utc, wait_until_settled
+from bench.limit import probe_record, with_probe
 from bench.profile import Profiler, folded_summary, layer_shares
 from bench.stats import Rollout, delays, percentile
 from bench.tenant import TenantBench
@@ -24,10 +25,15 @@ class Bench(TenantBench):
     async def rollouts(self, size: int, runs: int) -> None:
         """B1 at `size` nodes, `runs` times; the controllers take turns going first."""
         await self.grow_to(size)
+        # B3's probe right before each kubeherd run at --nodes: a pair on the same cluster, a
+        # few seconds apart, so that the share does not depend on how busy the machine was.
+        paired = "B3" in self.options.only and size == self.options.nodes
         for run in range(1, runs + 1):
             order = (KUBEHERD, NATIVE) if run % 2 else (NATIVE, KUBEHERD)
             for controller in order:
                 label = f"{size}-r{run}"
+                if paired and controller == KUBEHERD:
+                    await self.limit(run)
                 self.report(f"[B1] {size} nodes, run {run}/{runs}: {controller}")
                 profile_path = self.options.profile
                 profiler = (
@@ -103,7 +109,8 @@ class Bench(TenantBench):
 
     # B3: the API server's limit -----------------------------------------------------------
 
-    async def limit(self) -> None:
+    async def limit(self, run: int | None = None) -> None:
+        """One probe; `run`: the kubeherd B1 run that follows it."""
         nodes = sorted(self.nodes.names)
         workload = "probe"
         concurrency = self.options.probe_concurrency
@@ -114,14 +121,9 @@ class Bench(TenantBench):
         loop = asyncio.get_running_loop()
         started = loop.time()
         await bounded(concurrency, (self.api.create(path, pinned_pod(workload, n)) for n in nodes))
-        seconds = loop.time() - started
-        self.results.limit = {
-            "pods": len(nodes),
-            "concurrency": concurrency,
-            "seconds": seconds,
-            "rate": len(nodes) / seconds,
-        }
-        self.report(f"  {len(nodes)} pods in {seconds:.1f}s: {len(nodes) / seconds:.0f} pods/s")
+        probe = probe_record(len(nodes), loop.time() - started, run)
+        self.results.limit = with_probe(self.results.limit, concurrency, probe)
+        self.report(f"  {len(nodes)} pods in {probe['seconds']:.1f}s: {probe['rate']:.0f} pods/s")
         await self.delete_pods([workload])
 
     # B4: the operator's cost --------------------------------------------------------------
