@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from kubeherd.daemonset.core.rollout import MAX_FIRST_WINDOW
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import CONTROL_PLANE_NODE, CONTROL_PLANE_ROLE, fake_node_manifest
 from tests.helpers import CDS_COLUMNS, Kubectl, OperatorProcess, TrackedFakeNodes, eventually
@@ -418,6 +419,8 @@ REFUSING_NODES = 200
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # How long the refused creates are counted, and the operator's --max-create-backoff in tests.
 REFUSAL_WINDOW, MAX_CREATE_BACKOFF = 60.0, 4.0
+# Well within the first retry's backoff (1 s), and past the first pass's last answer.
+FIRST_PASS_ANSWERED = 0.2
 
 
 def refused_pod_creates(kubectl: Kubectl) -> int:
@@ -435,21 +438,28 @@ def refused_pod_creates(kubectl: Kubectl) -> int:
     return total
 
 
+# What refuses pods in the refusal tests, and how many pods each lets through.
+QUOTA_NONE, QUOTA_FIVE, POLICY = "quota", "quota-5", "policy"
+ALLOWED_PODS = {QUOTA_NONE: 0, QUOTA_FIVE: 5, POLICY: 0}
+
+
 @contextlib.contextmanager
-def refusing_every_pod(
+def refusing_pods(
     how: str, namespace: str, core_v1: client.CoreV1Api, api_client: client.ApiClient
 ) -> Iterator[None]:
-    """A quota of no pods, or a ValidatingAdmissionPolicy refusing every pod, in `namespace`:
-    what refuses all of a rollout's creates, the template's dry run included (403, which
-    kubeherd reports but does not take for an invalid template)."""
-    if how == "quota":
+    """A quota of no pods or of five, or a ValidatingAdmissionPolicy refusing every pod, in
+    `namespace`. A quota or a policy that refuses every pod refuses the template's dry run
+    too (403, which kubeherd reports but does not take for an invalid template); a quota of
+    five admits it, and refuses the sixth pod on."""
+    if how in (QUOTA_NONE, QUOTA_FIVE):
+        pods = str(ALLOWED_PODS[how])
         core_v1.create_namespaced_resource_quota(
-            namespace, {"metadata": {"name": "none"}, "spec": {"hard": {"pods": "0"}}}
+            namespace, {"metadata": {"name": "pods"}, "spec": {"hard": {"pods": pods}}}
         )
         eventually(
             lambda: (
-                (core_v1.read_namespaced_resource_quota("none", namespace).status.hard or {})
-                == {"pods": "0"}
+                (core_v1.read_namespaced_resource_quota("pods", namespace).status.hard or {})
+                == {"pods": pods}
             ),
             what="the quota to be counted",
         )
@@ -527,7 +537,7 @@ def wait_until_nodes_are_quiet(core_v1: client.CoreV1Api, quiet: float = 5.0) ->
     eventually(unchanged, timeout=180, what="the nodes to settle")
 
 
-@pytest.mark.parametrize("how", ["quota", "policy"])
+@pytest.mark.parametrize("how", [QUOTA_NONE, POLICY, QUOTA_FIVE])
 def test_a_refused_rollout_costs_one_create_per_retry_not_one_per_node(
     how: str,
     daemonsets: DaemonSets,
@@ -544,24 +554,44 @@ def test_a_refused_rollout_costs_one_create_per_retry_not_one_per_node(
     for added_node in added:
         fake_nodes.untaint(added_node, NOT_READY_TAINT)
     wait_until_nodes_are_quiet(core_v1)
-    with refusing_every_pod(how, daemonsets.namespace, core_v1, api_client):
+    with refusing_pods(how, daemonsets.namespace, core_v1, api_client):
         before = refused_pod_creates(kubectl)
         started = time.monotonic()
         name = daemonsets.create(agent())
         try:
-            eventually(lambda: daemonsets.events(name, "FailedCreate"), what="FailedCreate")
+            first = eventually(
+                lambda: refused_pod_creates(kubectl) - before, what="a refused pod create"
+            )
+            # The first pass's creates are answered together; its retry is a second away.
+            time.sleep(FIRST_PASS_ANSWERED)
+            first_pass = refused_pod_creates(kubectl) - before
             time.sleep(max(0.0, REFUSAL_WINDOW - (time.monotonic() - started)))
             refused = refused_pod_creates(kubectl) - before
-            assert daemonsets.pods(name) == []
+            pods = len(daemonsets.pods(name))
         finally:
             # Gone before what refuses its pods is.
             daemonsets.delete(name)
             eventually(lambda: not daemonsets.exists(name), what="the CustomDaemonSet to go")
-    print(f"{how}: {refused} pod creates refused in {REFUSAL_WINDOW:.0f} s")
+    print(
+        f"{how}: {pods} pods, {first_pass} pod creates refused in the first pass "
+        f"(first seen {first}), {refused} in {REFUSAL_WINDOW:.0f} s"
+    )
+    assert pods == ALLOWED_PODS[how]
     # Each retry, 1, 2, 4 s apart and then every MAX_CREATE_BACKOFF, is one create (the window
     # opens at 1 after a refusal): a few per backoff window, never one per node.
     retries = 3 + REFUSAL_WINDOW / MAX_CREATE_BACKOFF
-    assert 1 <= refused <= 2 * retries < REFUSING_NODES
+    if how == QUOTA_FIVE:
+        # The dry run was admitted, so the first pass's window opened wide. Each pod created
+        # widens it by one before the first refusal comes back, so what the quota refused of
+        # it is the opening window at most; every retry after is one create.
+        assert ALLOWED_PODS[how] < MAX_FIRST_WINDOW < REFUSING_NODES
+        assert 1 <= first_pass <= MAX_FIRST_WINDOW
+        assert refused <= first_pass + 2 * retries
+    else:
+        # The dry run was refused too: the window opens at 1 (2 if the first retry, a second
+        # later, came before the count was read).
+        assert first_pass <= 2
+        assert 1 <= refused <= 2 * retries < REFUSING_NODES
 
 
 def test_a_create_forbidden_by_a_limit_range_carries_the_api_message(
