@@ -47,7 +47,7 @@ class Transport(Protocol):
     def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Change(Generic[Record]):
     """One object's change: `old` is None when it appeared, `new` None when it went away."""
 
