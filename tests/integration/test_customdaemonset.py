@@ -582,10 +582,11 @@ def test_a_refused_rollout_costs_one_create_per_retry_not_one_per_node(
     retries = 3 + REFUSAL_WINDOW / MAX_CREATE_BACKOFF
     if how == QUOTA_FIVE:
         # The dry run was admitted, so the first pass's window opened wide. Each pod created
-        # widens it by one before the first refusal comes back, so what the quota refused of
-        # it is the opening window at most; every retry after is one create.
-        assert ALLOWED_PODS[how] < MAX_FIRST_WINDOW < REFUSING_NODES
-        assert 1 <= first_pass <= MAX_FIRST_WINDOW
+        # widens it by one (and frees its place) before the first refusal comes back, so what
+        # the quota refused of it is the opening window and one more per pod it admitted at
+        # most, and one retry may be in the count; every retry after is one create.
+        assert ALLOWED_PODS[how] + MAX_FIRST_WINDOW < REFUSING_NODES
+        assert 1 <= first_pass <= MAX_FIRST_WINDOW + ALLOWED_PODS[how] + 1
         assert refused <= first_pass + 2 * retries
     else:
         # The dry run was refused too: the window opens at 1 (2 if the first retry, a second
