@@ -4,6 +4,7 @@ label names a CustomDaemonSet kubeherd knows, found even when they were listed b
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -41,15 +42,22 @@ class Cluster:
         self.pods = pods
         self.listed: list[tuple[str, str]] = []
 
-    async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
+    def _list(self, path: str, query: list[tuple[str, str]]) -> list[dict[str, Any]]:
         selector = dict(query).get("labelSelector", "")
         self.listed.append((path, selector))
-        items = [body for body in self.pods if _listed(body, path, selector)]
-        return {"metadata": {"resourceVersion": "1"}, "items": items}
+        return [body for body in self.pods if _listed(body, path, selector)]
+
+    async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
+        return {"metadata": {"resourceVersion": "1"}, "items": self._list(path, query)}
 
     async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        """A streaming listing's objects and the bookmark that ends them; then nothing."""
+        if dict(query).get("sendInitialEvents"):
+            for body in self._list(path, query):
+                yield json.dumps({"type": "ADDED", "object": body}).encode()
+            end = {"resourceVersion": "1", "annotations": {"k8s.io/initial-events-end": "true"}}
+            yield json.dumps({"type": "BOOKMARK", "object": {"metadata": end}}).encode()
         await asyncio.Event().wait()
-        yield b""
 
 
 def _listed(body: Mapping[str, Any], path: str, selector: str) -> bool:

@@ -4,6 +4,7 @@ failing; what /readyz answers, and the series the metrics show for it."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -113,21 +114,22 @@ def test_the_metrics_show_readiness_and_each_watch() -> None:
 
 
 class RefusingThenListing:
-    """An API that refuses every listing of nodes `refusals` times, then answers; the pod
-    listing always works, and watches stay open."""
+    """An API that refuses every (streaming) listing of nodes `refusals` times, then answers
+    that there are none; the pod listing always works, and watches stay open."""
 
     def __init__(self, refusals: int) -> None:
         self.refusals = refusals
 
     async def get_json(self, path: str, query: list[tuple[str, str]]) -> Mapping[str, Any]:
+        raise AssertionError("a streaming listing is not listed in pages")
+
+    async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
         if path == "/api/v1/nodes" and self.refusals:
             self.refusals -= 1
             raise RuntimeError(FORBIDDEN)
-        return {"metadata": {"resourceVersion": "1"}, "items": []}
-
-    async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        end = {"resourceVersion": "1", "annotations": {"k8s.io/initial-events-end": "true"}}
+        yield json.dumps({"type": "BOOKMARK", "object": {"metadata": end}}).encode()
         await asyncio.Event().wait()
-        yield b""
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kubeherd.kube import reflector as reflector_module
+from kubeherd.kube.outcomes import KubeError, Outcome
 from kubeherd.kube.reflector import Change, GoneError, Reflector
 
 
@@ -21,15 +22,28 @@ def event(type_: str, body: Mapping[str, Any]) -> bytes:
     return json.dumps({"type": type_, "object": body}).encode()
 
 
+def refuse_streaming_listings(query: list[tuple[str, str]]) -> None:
+    """As an API server with the WatchList feature gate off answers a streaming list."""
+    if dict(query).get("sendInitialEvents"):
+        raise KubeError(Outcome(422, "sendInitialEvents is forbidden for watch"))
+
+
 class ScriptedApi:
     """Answers listings from `listings` (each a list of pages) and watches from `watches`
-    (each a list of lines, or an exception to raise), in order; records the queries."""
+    (each a list of lines, or an exception to raise), in order; records the queries. Unless it
+    `streams`, it refuses streaming listings, as an API server without WatchList does, and
+    does not record them."""
 
     def __init__(
-        self, listings: list[list[dict[str, Any]]], watches: list[list[bytes] | Exception]
+        self,
+        listings: list[list[dict[str, Any]]],
+        watches: list[list[bytes] | Exception],
+        *,
+        streams: bool = False,
     ) -> None:
         self.listings = listings
         self.watches = watches
+        self.streams = streams
         self.queries: list[dict[str, str]] = []
         self.done = asyncio.Event()
 
@@ -42,6 +56,8 @@ class ScriptedApi:
         return page
 
     async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        if not self.streams:
+            refuse_streaming_listings(query)
         self.queries.append(dict(query))
         if not self.watches:
             self.done.set()
@@ -59,6 +75,12 @@ def page(items: list[dict[str, Any]], version: str, then: str = "") -> dict[str,
 
 def zone_of(body: Mapping[str, Any]) -> str:
     return str(body["metadata"]["labels"]["zone"])
+
+
+def end_of_objects(version: str) -> bytes:
+    """The bookmark that ends a streaming listing's objects."""
+    annotations = {"k8s.io/initial-events-end": "true"}
+    return event("BOOKMARK", {"metadata": {"resourceVersion": version, "annotations": annotations}})
 
 
 def run_until_done(api: ScriptedApi) -> tuple[Reflector[str], list[Change[str]]]:
@@ -200,6 +222,7 @@ class FillingApi(ScriptedApi):
         return page(self.filled, "50")
 
     async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        refuse_streaming_listings(query)
         await self.fill_started.wait()
         for line in self.events:
             yield line
@@ -259,3 +282,101 @@ def test_a_fill_adds_what_was_refused_before_but_not_what_the_watch_changed_mean
     assert listed == {}
     assert reflector.store == {("", "n2"): "b"}
     assert [(c.key[1], c.old, c.new) for c in changes] == [("n2", None, "b")]
+
+
+def test_a_streaming_listing_fills_the_store_at_its_end_and_goes_on_as_the_watch() -> None:
+    api = ScriptedApi(
+        [],
+        [
+            [
+                event("ADDED", node("n1", "5")),
+                event("ADDED", node("n2", "6")),
+                end_of_objects("9"),
+                event("MODIFIED", node("n1", "10", zone="b")),
+            ]
+        ],
+        streams=True,
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {("", "n1"): "b", ("", "n2"): "a"}
+    assert reflector.listed.is_set()
+    assert [(c.key[1], c.old, c.new) for c in changes] == [
+        ("n1", None, "a"),
+        ("n2", None, "a"),
+        ("n1", "a", "b"),
+    ]
+    listing, resumed = api.queries
+    assert listing["sendInitialEvents"] == "true"
+    assert listing["resourceVersionMatch"] == "NotOlderThan"
+    assert listing["allowWatchBookmarks"] == "true"
+    assert "resourceVersion" not in listing
+    assert resumed["resourceVersion"] == "10"
+    assert "sendInitialEvents" not in resumed
+
+
+def test_a_streaming_listing_cut_before_its_end_stores_nothing_and_streams_again() -> None:
+    api = ScriptedApi(
+        [],
+        [
+            [event("ADDED", node("n1", "5"))],
+            [event("ADDED", node("n2", "6")), end_of_objects("9")],
+        ],
+        streams=True,
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {("", "n2"): "a"}
+    assert [(c.key[1], c.old, c.new) for c in changes] == [("n2", None, "a")]
+    assert [q.get("sendInitialEvents") for q in api.queries] == ["true", "true", None]
+
+
+def test_after_gone_a_streaming_listing_reports_what_it_lacks_as_deleted() -> None:
+    api = ScriptedApi(
+        [],
+        [
+            [event("ADDED", node("n1", "5")), event("ADDED", node("n2", "6")), end_of_objects("9")],
+            [event("ERROR", {"code": 410, "message": "too old resource version"})],
+            [event("ADDED", node("n2", "30", zone="b")), end_of_objects("40")],
+        ],
+        streams=True,
+    )
+
+    reflector, changes = run_until_done(api)
+
+    assert reflector.store == {("", "n2"): "b"}
+    assert {(c.key[1], c.old, c.new) for c in changes[2:]} == {("n1", "a", None), ("n2", "a", "b")}
+    assert api.queries[-1]["resourceVersion"] == "40"
+
+
+def test_a_server_that_refuses_streaming_is_listed_in_pages_from_then_on() -> None:
+    api = ScriptedApi(
+        [[page([node("n1", "5")], "9")], [page([node("n2", "30")], "40")]],
+        [[event("ERROR", {"code": 410, "message": "too old resource version"})]],
+    )
+
+    reflector, _ = run_until_done(api)
+
+    assert reflector.store == {("", "n2"): "a"}
+    assert reflector.streams_listings is False
+    # Two listings in pages, each followed by a watch from where it ended.
+    assert [q.get("resourceVersion") for q in api.queries] == [None, "9", None, "40"]
+
+
+def test_a_failed_streaming_listing_is_retried_as_one() -> None:
+    api = ScriptedApi(
+        [],
+        [
+            KubeError(Outcome(500, "etcd is not answering")),
+            [event("ADDED", node("n1", "5")), end_of_objects("9")],
+        ],
+        streams=True,
+    )
+
+    reflector, _ = run_until_done(api)
+
+    assert reflector.store == {("", "n1"): "a"}
+    assert reflector.streams_listings is True
+    assert [q.get("sendInitialEvents") for q in api.queries] == ["true", "true", None]

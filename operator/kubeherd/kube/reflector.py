@@ -2,7 +2,13 @@
 
 After its watch breaks for longer than the API server keeps history (410 Gone), or whenever the
 stream's continuity is in doubt, the reflector lists again and replaces its store: what the new
-listing lacks was deleted meanwhile and is reported as such. (Kopf's indices, used before, took
+listing lacks was deleted meanwhile and is reported as such.
+
+A listing is a watch that starts with every object (the API server's streaming list,
+`sendInitialEvents`, on by default since Kubernetes 1.34): the server sends objects as it
+encodes them, the reflector decodes them as they come, and the same request goes on as the
+watch. An API server that refuses it (the WatchList feature gate turned off) is listed a page
+at a time instead, by this reflector from then on. (Kopf's indices, used before, took
 a new listing as events for the objects it holds and kept the ones it lacks for good.)
 
 Each object is decoded once, into whatever small record the caller needs; the raw bodies are
@@ -21,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from kubeherd.kube.outcomes import KubeError
 from kubeherd.readiness import WatchHealth
 
 logger = logging.getLogger(__name__)
@@ -33,6 +40,10 @@ PAGE_SIZE = 500
 # The API server ends a watch after this long; the reflector then resumes where it was.
 WATCH_SECONDS = 300
 MAX_RETRY_DELAY = 30.0
+# The bookmark annotation that ends a streaming list's objects.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# What an API server that does not take a streaming list answers it: the request is invalid.
+STREAMING_LIST_REFUSALS = (400, 422)
 
 
 class GoneError(Exception):
@@ -89,6 +100,8 @@ class Reflector(Generic[Record]):
         # While fills run: the objects the watch reported meanwhile, which it knows better.
         self._filling = 0
         self._reported: set[ObjectKey] = set()
+        # Whether listings stream (until the API server refuses one).
+        self.streams_listings = True
 
     def _query(self, **extra: str) -> list[tuple[str, str]]:
         query = [(name, value) for name, value in extra.items() if value]
@@ -101,6 +114,8 @@ class Reflector(Generic[Record]):
         while True:
             try:
                 if not self._version:
+                    if await self._stream_listing():
+                        continue  # the watch it went on as ended: resume where it was
                     await self._relist()
                 await self._watch()
                 self._recovered()
@@ -126,6 +141,53 @@ class Reflector(Generic[Record]):
             logger.info("Watching %s works again", self.what)
         self._failures = 0
 
+    async def _stream_listing(self) -> bool:
+        """List by a watch that starts with every object, and go on watching: the store is
+        replaced at the bookmark that ends the objects. False (nothing listed) when the API
+        server does not take such a watch, now or before."""
+        if not self.streams_listings:
+            return False
+        query = self._query(
+            watch="1",
+            sendInitialEvents="true",
+            resourceVersionMatch="NotOlderThan",
+            allowWatchBookmarks="true",
+            timeoutSeconds=str(WATCH_SECONDS),
+        )
+        listed: dict[ObjectKey, Record] | None = {}
+        try:
+            async for line in self.transport.stream_lines(self.path, query):
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                type_, body = str(event.get("type") or ""), event.get("object") or {}
+                if listed is None:
+                    self._apply(type_, body)
+                    self._recovered()
+                elif type_ == "BOOKMARK":
+                    if _ends_initial_events(body):
+                        self._replace_store(listed, _version_of(body))
+                        listed = None
+                elif type_ == "ERROR":
+                    self._apply(type_, body)
+                elif type_ == "DELETED" or not self.keep(body):
+                    listed.pop(_key_of(body), None)
+                else:
+                    listed[_key_of(body)] = self.decode(body)
+        except KubeError as error:
+            if error.outcome.status not in STREAMING_LIST_REFUSALS:
+                raise
+            logger.info(
+                "The API server does not stream the %s listing (%s): listing in pages",
+                self.what,
+                error,
+            )
+            self.streams_listings = False
+            return False
+        if listed is not None:
+            raise RuntimeError(f"the {self.what} listing ended before its last object")
+        return True
+
     async def _relist(self) -> None:
         listed: dict[ObjectKey, Record] = {}
         token = ""
@@ -141,6 +203,11 @@ class Reflector(Generic[Record]):
             if not token:
                 version = str(metadata.get("resourceVersion") or "")
                 break
+        self._replace_store(listed, version)
+
+    def _replace_store(self, listed: dict[ObjectKey, Record], version: str) -> None:
+        """A whole listing in, as of `version`: what changed since the store's last view is
+        reported, what the listing lacks as gone."""
         changes = [
             Change(key, old, listed.get(key))
             for key, old in self.store.items()
@@ -234,6 +301,15 @@ class Reflector(Generic[Record]):
                 self.on_change(Change(key, old, new))
         if version:
             self._version = str(version)
+
+
+def _ends_initial_events(bookmark: Mapping[str, Any]) -> bool:
+    annotations = (bookmark.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(INITIAL_EVENTS_END) == "true"
+
+
+def _version_of(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _key_of(body: Mapping[str, Any]) -> ObjectKey:
