@@ -158,6 +158,7 @@ class LocalCluster:
         image_archives: tuple[Path, ...] = (),
         pause_image: str = "",
         admission_plugins: tuple[str, ...] = (),
+        apiserver_feature_gates: tuple[str, ...] = (),
         scheduler_client: tuple[float, int] | None = None,
         report: Report = _print_report,
     ) -> None:
@@ -171,6 +172,9 @@ class LocalCluster:
         # Admission plugins kube-apiserver enables besides its defaults (e.g. OpenShift's
         # OwnerReferencesPermissionEnforcement), for the tests that need a cluster like that.
         self.admission_plugins = admission_plugins
+        # kube-apiserver's feature gates set otherwise than their defaults (e.g. WatchList=false),
+        # for the tests of a cluster whose administrator turned one off.
+        self.apiserver_feature_gates = apiserver_feature_gates
         # kube-scheduler's client rate (QPS, burst) instead of its default: it binds one pod per
         # request, so its client rate is the pace of a large benchmark's rollout.
         self.scheduler_client = scheduler_client
@@ -529,6 +533,11 @@ class LocalCluster:
                 *(
                     [f"--enable-admission-plugins={','.join(self.admission_plugins)}"]
                     if self.admission_plugins
+                    else []
+                ),
+                *(
+                    [f"--feature-gates={','.join(self.apiserver_feature_gates)}"]
+                    if self.apiserver_feature_gates
                     else []
                 ),
             ],

@@ -47,6 +47,7 @@ from tests.integration.schedulers import (
     scheduler_profile,
 )
 from tests.integration.test_chart import CHART, helm
+from tests.integration.test_transport import Audit, streaming_listings
 
 pytestmark = [pytest.mark.cluster]
 
@@ -367,3 +368,14 @@ def test_what_the_oldest_minor_lacks_is_refused_naming_the_minor(
     profiles.wait_for_event("newer", "InvalidSpec", named)
     deployments = client.AppsV1Api(api).list_namespaced_deployment(namespace).items
     assert deployments == []
+
+
+def test_nodes_and_daemon_pods_are_listed_by_streaming_watches(
+    cluster: LocalCluster, operator_here: OperatorProcess
+) -> None:
+    """WatchList is on by default from 1.34: the operator's listings of nodes and daemon pods
+    are watches that start with every object, and this minor's API server answers them."""
+    operator_user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}"
+    events = Audit(cluster, from_the_start=True).events(operator_user)
+    assert streaming_listings(events) == {"nodes": {200}, "pods": {200}}
+    assert "does not stream" not in operator_here.output()

@@ -168,11 +168,11 @@ def servers() -> Iterator[LoopbackServers]:
 class Audit:
     """The API server's audit log from a point on: what a test's operator asked."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: LocalCluster, *, from_the_start: bool = False) -> None:
         self.path = cluster.audit_log
         if not self.path.exists():
             pytest.fail(f"the local cluster writes no audit log at {self.path}")
-        self.start = self.path.stat().st_size
+        self.start = 0 if from_the_start else self.path.stat().st_size
 
     def events(self, username: str) -> list[dict[str, Any]]:
         """The requests authenticated as `username` since this object was made, each in its
@@ -196,6 +196,17 @@ def resource_of(event: dict[str, Any]) -> str:
 
 def watches(events: list[dict[str, Any]]) -> set[str]:
     return {resource_of(e) for e in events if e["verb"] == "watch"}
+
+
+def streaming_listings(events: list[dict[str, Any]]) -> dict[str, set[int]]:
+    """Per resource, the status codes the API server answered its streaming listings with
+    (watches that start with every object: `sendInitialEvents`)."""
+    found: dict[str, set[int]] = {}
+    for event in events:
+        if event["verb"] == "watch" and "sendInitialEvents=true" in event["requestURI"]:
+            code = int((event.get("responseStatus") or {}).get("code") or 0)
+            found.setdefault(resource_of(event), set()).add(code)
+    return found
 
 
 def source(event: dict[str, Any]) -> str:
@@ -517,6 +528,9 @@ def test_client_certificate_rollout_is_written_by_kubeherd(
     assert managers == {"kubeherd"}
     events = audit.events(identities.operator_user)
     assert_kopf_and_kubeherd_watched(events)
+    # Nodes and daemon pods are listed by watches that start with every object.
+    assert streaming_listings(events) == {"nodes": {200}, "pods": {200}}
+    assert not [e for e in events if e["verb"] == "list" and resource_of(e) == "nodes"]
     agents = {e["userAgent"] for e in events}
     assert not [agent for agent in agents if "Python" in agent], agents
     pod_creates = [e for e in events if e["verb"] == "create" and resource_of(e) == "pods"]
