@@ -173,6 +173,13 @@ RECORDS_ARGS ?=
 bench-records: deps ## Bytes per watched daemon pod, by structure (no cluster, seconds)
 	PYTHONPATH=. $(RUN) python -m bench.pod_records $(RECORDS_ARGS)
 
+# make bench-listing: arguments for `python -m bench.listing`, e.g. LISTING_ARGS="--pods 150000".
+LISTING_ARGS ?=
+
+.PHONY: bench-listing
+bench-listing: bins ## Seconds to list the daemon pods, streamed vs in pages (own cluster, about 5 min)
+	PYTHONPATH=hack:. $(RUN) python -m bench.listing $(LISTING_ARGS)
+
 # make bench-flood: arguments for `python -m bench.scrape_flood`, e.g. FLOOD_ARGS="--runs 5" or
 # "--arms none,prometheus,flood" or "--fillers 1000".
 FLOOD_ARGS ?=
