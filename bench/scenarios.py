@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 import aiohttp
 
+from bench.api import wait_for
 from bench.clients import NATIVE_DAEMONSET, dispatched_by_schema, requests_between
 from bench.harness import KUBEHERD, NATIVE, bounded, controller_kind
 from bench.idle import describe, now_utc, wait_until_settled
@@ -128,11 +129,18 @@ class Bench(TenantBench):
 
     # B4: the operator's cost --------------------------------------------------------------
 
+    async def _operator_ready(self) -> bool:
+        status, _ = await asyncio.to_thread(self.operator.readyz)
+        return status == 200
+
     async def cost(self) -> None:
         count = self.options.daemonsets
         expected = len(self.nodes.names)
         self.report(f"[B4] restarting kubeherd; {count} CustomDaemonSets on {expected} nodes")
         await self.restart_operator()
+        # Read once its watches have listed the nodes: /healthz answers while the listings are
+        # still on their way, and reads taken then varied by 20 MiB between runs.
+        await wait_for(self._operator_ready, timeout=120, what="kubeherd's /readyz")
         at_start = self.operator.usage()
         self.report(
             f"  started: peak RSS {at_start.peak_rss_mib:.0f} MiB, {at_start.cpu_seconds:.1f} CPU s"
