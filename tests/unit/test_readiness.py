@@ -19,7 +19,7 @@ from kubeherd.probes import HealthServer
 from kubeherd.readiness import Readiness
 from tests.unit.test_metrics import samples
 
-FORBIDDEN = 'nodes is forbidden: User "system:serviceaccount:ops:kubeherd" cannot list'
+FORBIDDEN = 'nodes is forbidden: User "system:serviceaccount:ops:kubeherd" cannot watch'
 
 
 class Clock:
