@@ -13,27 +13,12 @@ from kubeherd.daemonset.core.rollout import MAX_FIRST_WINDOW
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.outcomes import Outcome
 from tests.unit.daemonset_cluster import FakeCluster
+from tests.unit.test_daemonset_controller import agent
 from tests.unit.virtual_time import run_virtually
 
 CREATE_SECONDS = 1.0
 # The CustomDaemonSet as the cluster holds it once `before` ran (its status included).
 RESTARTED: dict[str, Any] = {}
-
-
-def agent() -> dict[str, Any]:
-    labels = {"app": "agent"}
-    return {
-        "apiVersion": "kubeherd.io/v1alpha1",
-        "kind": "CustomDaemonSet",
-        "metadata": {"name": "agent"},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
-            },
-        },
-    }
 
 
 def slow_cluster(nodes: int) -> FakeCluster:
