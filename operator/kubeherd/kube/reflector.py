@@ -12,20 +12,23 @@ at a time instead, by this reflector from then on. (Kopf's indices, used before,
 a new listing as events for the objects it holds and kept the ones it lacks for good.)
 
 Each object is decoded once, into whatever small record the caller needs; the raw bodies are
-dropped at once. A `keep` predicate can leave objects out of the store altogether (a label
-selector cannot say everything); `fill` adds the ones it refused before and takes now.
+dropped at once. Given the fields its records read (a TypedDict), the reflector decodes only
+those from each line the API server sends: the rest is skipped as it is parsed, never built.
+A `keep` predicate can leave objects out of the store altogether (a label selector cannot say
+everything); `fill` adds the ones it refused before and takes now.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
+
+import msgspec
 
 from kubeherd.kube.outcomes import KubeError
 from kubeherd.readiness import WatchHealth
@@ -44,6 +47,14 @@ MAX_RETRY_DELAY = 30.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # What an API server that does not take a streaming list answers it: the request is invalid.
 STREAMING_LIST_REFUSALS = (400, 422)
+
+
+class WatchEvent(TypedDict, Generic[Record], total=False):
+    """One line of a watch: what happened (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) to the
+    object."""
+
+    type: str
+    object: Record
 
 
 class GoneError(Exception):
@@ -79,7 +90,11 @@ class Reflector(Generic[Record]):
         what: str = "objects",
         keep: Callable[[Mapping[str, Any]], bool] = lambda _body: True,
         health: WatchHealth | None = None,
+        fields: Any = None,
     ) -> None:
+        """`fields`: a TypedDict of the parts of each object that `decode` and `keep` read (and
+        that the reflector reads: metadata's name, namespace and resourceVersion, a bookmark's
+        annotations, an error's code and message); None decodes every part."""
         self.transport = transport
         self.path = path
         self.decode = decode
@@ -90,6 +105,9 @@ class Reflector(Generic[Record]):
         self.keep = keep
         # Where the readiness learns whether this watch has listed and whether it fails.
         self.health = health if health is not None else WatchHealth(what)
+        self._events: msgspec.json.Decoder[WatchEvent[Mapping[str, Any]]] = msgspec.json.Decoder(
+            WatchEvent[fields if fields is not None else dict[str, Any]]  # type: ignore[misc]
+        )
         self.store: dict[ObjectKey, Record] = {}
         # Set once the first listing is in the store: nothing may act on a half-known cluster.
         self.listed = asyncio.Event()
@@ -159,7 +177,7 @@ class Reflector(Generic[Record]):
             async for line in self.transport.stream_lines(self.path, query):
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = self._events.decode(line)
                 type_, body = str(event.get("type") or ""), event.get("object") or {}
                 if listed is None:
                     self._apply(type_, body)
@@ -277,7 +295,7 @@ class Reflector(Generic[Record]):
         async for line in self.transport.stream_lines(self.path, query):
             if not line.strip():
                 continue
-            event = json.loads(line)
+            event = self._events.decode(line)
             self._apply(str(event.get("type") or ""), event.get("object") or {})
             self._recovered()
 

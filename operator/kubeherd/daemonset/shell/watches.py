@@ -30,6 +30,7 @@ from kubeherd.daemonset.core.eligibility import NodeInfo
 from kubeherd.daemonset.core.model import PodInfo
 from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.daemonset.shell.state import Key
+from kubeherd.daemonset.shell.watched_fields import WatchedNode, WatchedPod
 from kubeherd.kube.reflector import Change, Reflector, Transport
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET
 from kubeherd.readiness import Readiness
@@ -173,6 +174,7 @@ class Watches:
             self._node_changed,
             what="nodes",
             health=readiness.watch("nodes"),
+            fields=WatchedNode,
         )
         self._pod_reflectors: list[Reflector[DaemonPod]] = [
             Reflector(
@@ -184,6 +186,7 @@ class Watches:
                 what="daemon pods",
                 keep=self._keeps_pod,
                 health=readiness.watch("pods", namespace),
+                fields=WatchedPod,
             )
             for namespace, path in (
                 [(namespace, f"/api/v1/namespaces/{namespace}/pods") for namespace in namespaces]
