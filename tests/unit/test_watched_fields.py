@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
+from types import NoneType, UnionType
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 import msgspec
@@ -141,12 +142,17 @@ def node() -> dict[str, Any]:
 
 
 def bookmark_ending_a_listing() -> dict[str, Any]:
+    """As the API server sends it: an empty pod, nulls and all."""
     return {
         "kind": "Pod",
+        "apiVersion": "v1",
         "metadata": {
             "resourceVersion": "99",
+            "creationTimestamp": None,
             "annotations": {reflector_module.INITIAL_EVENTS_END: "true"},
         },
+        "spec": {"containers": None},
+        "status": {},
     }
 
 
@@ -183,6 +189,8 @@ def recording(value: Any, path: Path, reads: set[Path]) -> Any:
 def kept_by(schema: Any, path: Path) -> bool:
     """Whether decoding with the schema keeps the field at `path`."""
     for part in path:
+        if get_origin(schema) is UnionType:  # a field that may be null
+            (schema,) = (option for option in get_args(schema) if option is not NoneType)
         if schema is Any or get_origin(schema) is dict:
             return True  # the whole value is kept
         if get_origin(schema) is list:
@@ -305,3 +313,33 @@ def test_the_reflector_hands_its_records_only_the_decoded_fields() -> None:
     assert asyncio.run(scenario()) == {("default", "agent-abcde"): "agent-abcde"}
     assert set(seen[0]) == {"metadata", "spec", "status"}
     assert "podIP" not in seen[0]["status"]
+
+
+def test_an_object_shaped_otherwise_is_decoded_whole_and_the_watch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    odd = running_pod_updated_in_place()
+    odd["metadata"]["ownerReferences"] = {"not": "a list"}
+    seen: list[Mapping[str, Any]] = []
+
+    def decode(body: Mapping[str, Any]) -> str:
+        seen.append(body)
+        return str(body["metadata"]["name"])
+
+    async def scenario() -> dict[tuple[str, str], str]:
+        reflector: Reflector[str] = Reflector(
+            OneEvent(odd),
+            "/api/v1/pods",
+            decode,
+            lambda _change: None,
+            what="daemon pods",
+            fields=WatchedPod,
+        )
+        task = asyncio.get_running_loop().create_task(reflector.run())
+        await asyncio.wait_for(reflector.listed.wait(), 5)
+        task.cancel()
+        return dict(reflector.store)
+
+    assert asyncio.run(scenario()) == {("default", "agent-abcde"): "agent-abcde"}
+    assert "managedFields" in seen[0]["metadata"]
+    assert "An object of the daemon pods watch is not shaped as expected" in caplog.text

@@ -108,6 +108,10 @@ class Reflector(Generic[Record]):
         self._events: msgspec.json.Decoder[WatchEvent[Mapping[str, Any]]] = msgspec.json.Decoder(
             WatchEvent[fields if fields is not None else dict[str, Any]]  # type: ignore[misc]
         )
+        self._whole_events: msgspec.json.Decoder[WatchEvent[Mapping[str, Any]]] = (
+            msgspec.json.Decoder(WatchEvent[dict[str, Any]])
+        )
+        self._odd_shape_seen = False
         self.store: dict[ObjectKey, Record] = {}
         # Set once the first listing is in the store: nothing may act on a half-known cluster.
         self.listed = asyncio.Event()
@@ -177,7 +181,7 @@ class Reflector(Generic[Record]):
             async for line in self.transport.stream_lines(self.path, query):
                 if not line.strip():
                     continue
-                event = self._events.decode(line)
+                event = self._decode(line)
                 type_, body = str(event.get("type") or ""), event.get("object") or {}
                 if listed is None:
                     self._apply(type_, body)
@@ -205,6 +209,23 @@ class Reflector(Generic[Record]):
         if listed is not None:
             raise RuntimeError(f"the {self.what} listing ended before its last object")
         return True
+
+    def _decode(self, line: bytes) -> WatchEvent[Mapping[str, Any]]:
+        """The event, with the object's fields that the records read; should the object not
+        have the shape `fields` says (a field of another type), the whole object: the
+        records take missing or odd values as empty, and the watch goes on."""
+        try:
+            return self._events.decode(line)
+        except msgspec.ValidationError as error:
+            if not self._odd_shape_seen:
+                logger.warning(
+                    "An object of the %s watch is not shaped as expected (%s): decoding such "
+                    "objects whole",
+                    self.what,
+                    error,
+                )
+                self._odd_shape_seen = True
+            return self._whole_events.decode(line)
 
     async def _relist(self) -> None:
         listed: dict[ObjectKey, Record] = {}
@@ -295,7 +316,7 @@ class Reflector(Generic[Record]):
         async for line in self.transport.stream_lines(self.path, query):
             if not line.strip():
                 continue
-            event = self._events.decode(line)
+            event = self._decode(line)
             self._apply(str(event.get("type") or ""), event.get("object") or {})
             self._recovered()
 

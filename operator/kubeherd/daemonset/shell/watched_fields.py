@@ -6,6 +6,10 @@ Each field here is one that a record reads (PodInfo, DaemonPod, NodeInfo) or tha
 reflector itself reads (name, namespace, resourceVersion, a bookmark's annotation, an error's
 code and message). A field a record reads but this schema lacks would read as missing: the
 schema's tests record every field the records read and check it is here.
+
+Every field may be null (the API server sends some: the pod of a bookmark has
+`"containers": null`), and the values the records read are taken as they come (`Any`): the
+readers already take a missing or odd value as empty.
 """
 
 from __future__ import annotations
@@ -40,9 +44,9 @@ class Metadata(TypedDict, total=False):
     creationTimestamp: Any
     deletionTimestamp: Any
     # Every label: selectors may name any of them.
-    labels: dict[str, Any]
-    annotations: WatchedAnnotations
-    ownerReferences: list[OwnerReference]
+    labels: dict[str, Any] | None
+    annotations: WatchedAnnotations | None
+    ownerReferences: list[OwnerReference] | None
 
 
 class FieldRequirement(TypedDict, total=False):
@@ -52,19 +56,19 @@ class FieldRequirement(TypedDict, total=False):
 
 
 class NodeSelectorTerm(TypedDict, total=False):
-    matchFields: list[FieldRequirement]
+    matchFields: list[FieldRequirement] | None
 
 
 class RequiredNodeAffinity(TypedDict, total=False):
-    nodeSelectorTerms: list[NodeSelectorTerm]
+    nodeSelectorTerms: list[NodeSelectorTerm] | None
 
 
 class NodeAffinity(TypedDict, total=False):
-    requiredDuringSchedulingIgnoredDuringExecution: RequiredNodeAffinity
+    requiredDuringSchedulingIgnoredDuringExecution: RequiredNodeAffinity | None
 
 
 class Affinity(TypedDict, total=False):
-    nodeAffinity: NodeAffinity
+    nodeAffinity: NodeAffinity | None
 
 
 class Container(TypedDict, total=False):
@@ -76,8 +80,8 @@ class Container(TypedDict, total=False):
 class PodSpec(TypedDict, total=False):
     nodeName: Any
     # A pending pod's node is the one its affinity pins it to.
-    affinity: Affinity
-    containers: list[Container]
+    affinity: Affinity | None
+    containers: list[Container] | None
 
 
 class Condition(TypedDict, total=False):
@@ -95,29 +99,29 @@ class ReasonedState(TypedDict, total=False):
 
 
 class ContainerState(TypedDict, total=False):
-    waiting: ReasonedState
-    running: RunningState
-    terminated: ReasonedState
+    waiting: ReasonedState | None
+    running: RunningState | None
+    terminated: ReasonedState | None
 
 
 class ContainerStatus(TypedDict, total=False):
     name: Any
     restartCount: Any
-    state: ContainerState
-    lastState: ContainerState
+    state: ContainerState | None
+    lastState: ContainerState | None
     resources: Any
 
 
 class PodStatus(TypedDict, total=False):
     phase: Any
-    conditions: list[Condition]
-    containerStatuses: list[ContainerStatus]
+    conditions: list[Condition] | None
+    containerStatuses: list[ContainerStatus] | None
 
 
 class WatchedPod(TypedDict, total=False):
-    metadata: Metadata
-    spec: PodSpec
-    status: PodStatus
+    metadata: Metadata | None
+    spec: PodSpec | None
+    status: PodStatus | None
     # An ERROR event's object is a Status: what the reflector reports of it.
     code: Any
     message: Any
@@ -130,11 +134,11 @@ class Taint(TypedDict, total=False):
 
 
 class NodeSpec(TypedDict, total=False):
-    taints: list[Taint]
+    taints: list[Taint] | None
 
 
 class WatchedNode(TypedDict, total=False):
-    metadata: Metadata
-    spec: NodeSpec
+    metadata: Metadata | None
+    spec: NodeSpec | None
     code: Any
     message: Any
