@@ -16,18 +16,18 @@ KUBEHERD, NATIVE = "kubeherd", "native"
 NAMES = {KUBEHERD: "kubeherd", NATIVE: "native DaemonSet"}
 # The issue's goals, for tuning: what the summary compares against.
 GOALS = {
-    # Issue 19's: at 1000 and at 5000 nodes.
-    "rollout_ratio": 0.2,
+    # Issue 33's (issue 19 asked 0.2): at 1000 and at 5000 nodes.
+    "rollout_ratio": 0.05,
     "join_p99_seconds": 1.0,
     # Issue 33's: at 1000 and at 5000 nodes.
     "limit_percent": 90.0,
     "growth_exponent": 1.05,
-    # Issue 19's: 5000 nodes x 10 CustomDaemonSets (50,000 pods) within this.
-    "peak_rss_mib": 200.0,
+    # Issue 33's: 5000 nodes x 30 CustomDaemonSets (150,000 pods) within the chart's 256Mi.
+    "peak_rss_mib": 256.0,
     "idle_writes": 0,
-    # Issue 19's: after start-up, and per watched daemon pod.
-    "start_rss_mib": 100.0,
-    "kib_per_pod": 2.0,
+    # Issue 33's: after start-up, and per watched daemon pod.
+    "start_rss_mib": 60.0,
+    "kib_per_pod": 1.0,
     # A restarted operator has had a first pass over every CustomDaemonSet within this.
     "restart_seconds": 30.0,
     # B6: the chart's memory limit (256Mi), whatever one tenant creates.
@@ -267,7 +267,7 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
             "",
             f"Goals: peak RSS {GOALS['peak_rss_mib']:.0f} MiB or less: {_goal(rss_met)}; "
             f"{GOALS['start_rss_mib']:.0f} MiB or less after start-up: {_goal(start_met)}; "
-            f"{GOALS['kib_per_pod']:.0f} KiB or less per pod: {_goal(per_pod_met)}; "
+            f"{GOALS['kib_per_pod']:.1f} KiB or less per pod: {_goal(per_pod_met)}; "
             f"no writes while idle: {_goal(writes_met)}"
             + (
                 f"; every first pass within {GOALS['restart_seconds']:.0f} s of a restart: "
