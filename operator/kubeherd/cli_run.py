@@ -16,6 +16,7 @@ from kubeherd.defaults import (
     MAX_CREATE_BACKOFF,
     SCHEDULER_STATUS_INTERVAL,
 )
+from kubeherd.kube.http import limit_tls_read_buffers
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.metrics.server import parse_address
 from kubeherd.peering import PeeringOptions
@@ -88,6 +89,7 @@ def _run(options: argparse.Namespace) -> int:
         if options.webhook_listen
         else (options.webhook_configuration or ""),
     )
+    limit_tls_read_buffers()
     kopf.run(
         # Without --peering this is the only instance (the chart's single replica): no peering
         # objects needed. With it, Kopf pauses every replica but the highest-ranked one.

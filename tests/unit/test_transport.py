@@ -10,6 +10,7 @@ import json
 import platform
 import ssl
 import sys
+from asyncio import sslproto
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from aiohttp import web
 import kubeherd
 from kubeherd.daemonset.shell.api import DaemonSetApi
 from kubeherd.kube.client import Kube
-from kubeherd.kube.http import ApiSession
+from kubeherd.kube.http import TLS_READ_BUFFER, ApiSession, limit_tls_read_buffers
 from kubeherd.kube.kinds import Kind
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.login import ConfigError, ExecPlugin, Login
@@ -400,6 +401,39 @@ def test_insecure_skip_tls_verify_still_presents_the_client_certificate(tmp_path
     )
 
     assert server.client_names == ["operator", "operator"]
+
+
+def test_tls_connections_read_into_small_buffers_and_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sslproto.SSLProtocol, "max_size", sslproto.SSLProtocol.max_size)
+    buffers: list[int] = []
+    made = sslproto.SSLProtocol.__init__
+
+    def noting_the_buffer(protocol: sslproto.SSLProtocol, *args: Any, **kwargs: Any) -> None:
+        made(protocol, *args, **kwargs)
+        buffers.append(len(protocol._ssl_buffer))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(sslproto.SSLProtocol, "__init__", noting_the_buffer)
+    limit_tls_read_buffers()
+    server = TlsServer("kube.test", tmp_path)
+    certificate, key = server.client("operator")
+
+    both_halves(
+        server,
+        lambda url: Login(
+            server=url,
+            ca_pem=server.ca_pem,
+            tls_server_name="kube.test",
+            client_certificate_pem=certificate,
+            client_key_pem=key,
+        ),
+    )
+
+    assert server.client_names == ["operator", "operator"]
+    # Each TLS connection made, the server's and the client's.
+    assert buffers
+    assert set(buffers) == {TLS_READ_BUFFER}
 
 
 def test_tls_server_name_is_checked_by_both_halves(tmp_path: Path) -> None:

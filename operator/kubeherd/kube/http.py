@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from asyncio import sslproto
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -37,6 +38,11 @@ from kubeherd.kube.proxy import ProxyRules
 
 # As kubectl sets it: a watch event may carry an object of up to 1.5 MiB.
 READ_BUFFER = 2**21
+# What one read from a TLS connection takes at most. asyncio gives every TLS connection a read
+# buffer of this size for as long as it is open: 256 KiB by default, 14 MiB over the 50-odd
+# connections of a rollout (writes in flight and watches), most of them idle most of the time.
+# A TLS record holds at most 16 KiB, so smaller reads only mean a few more of them.
+TLS_READ_BUFFER = 64 * 1024
 # The manager of the fields kubeherd writes (managedFields, audit logs, SSA conflicts).
 FIELD_MANAGER = "kubeherd"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -45,6 +51,12 @@ GO_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "i68
 # Characters a header name may hold besides letters and digits; others in an impersonated
 # extra's key are percent-encoded, as the API server decodes them.
 HEADER_NAME_CHARACTERS = "!#$&'*+-.^_`|~"
+
+
+def limit_tls_read_buffers() -> None:
+    """Give every TLS connection made from now on, in this process, a read buffer of
+    TLS_READ_BUFFER rather than asyncio's 256 KiB."""
+    sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 
 
 class ProxyRefused(aiohttp.ClientConnectionError):
