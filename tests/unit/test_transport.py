@@ -417,18 +417,8 @@ def test_tls_connections_read_into_small_buffers_and_still_work(
     monkeypatch.setattr(sslproto.SSLProtocol, "__init__", noting_the_buffer)
     limit_tls_read_buffers()
     server = TlsServer("kube.test", tmp_path)
-    certificate, key = server.client("operator")
 
-    both_halves(
-        server,
-        lambda url: Login(
-            server=url,
-            ca_pem=server.ca_pem,
-            tls_server_name="kube.test",
-            client_certificate_pem=certificate,
-            client_key_pem=key,
-        ),
-    )
+    both_halves(server, named_server_login(server))
 
     assert server.client_names == ["operator", "operator"]
     # Each TLS connection made, the server's and the client's.
@@ -436,20 +426,22 @@ def test_tls_connections_read_into_small_buffers_and_still_work(
     assert set(buffers) == {TLS_READ_BUFFER}
 
 
+def named_server_login(server: TlsServer) -> Callable[[str], Login]:
+    """The operator's login to the server at a URL of its address, naming the server."""
+    certificate, key = server.client("operator")
+    return lambda url: Login(
+        server=url,
+        ca_pem=server.ca_pem,
+        tls_server_name=server.hostname,
+        client_certificate_pem=certificate,
+        client_key_pem=key,
+    )
+
+
 def test_tls_server_name_is_checked_by_both_halves(tmp_path: Path) -> None:
     server = TlsServer("kube.test", tmp_path)
-    certificate, key = server.client("operator")
 
-    both_halves(
-        server,
-        lambda url: Login(
-            server=url,
-            ca_pem=server.ca_pem,
-            tls_server_name="kube.test",
-            client_certificate_pem=certificate,
-            client_key_pem=key,
-        ),
-    )
+    both_halves(server, named_server_login(server))
 
     assert server.client_names == ["operator", "operator"]
     # The same server without the name: its certificate is not for 127.0.0.1.

@@ -290,45 +290,17 @@ class OneEvent:
         await asyncio.Event().wait()
 
 
-def test_the_reflector_hands_its_records_only_the_decoded_fields() -> None:
+def listed(body: Mapping[str, Any]) -> tuple[dict[tuple[str, str], str], list[Mapping[str, Any]]]:
+    """A pod watch's store once it has listed the pod, and what its records were made from."""
     seen: list[Mapping[str, Any]] = []
 
-    def decode(body: Mapping[str, Any]) -> str:
-        seen.append(body)
-        return str(body["metadata"]["name"])
+    def decode(decoded: Mapping[str, Any]) -> str:
+        seen.append(decoded)
+        return str(decoded["metadata"]["name"])
 
     async def scenario() -> dict[tuple[str, str], str]:
         reflector: Reflector[str] = Reflector(
-            OneEvent(running_pod_updated_in_place()),
-            "/api/v1/pods",
-            decode,
-            lambda _change: None,
-            fields=WatchedPod,
-        )
-        task = asyncio.get_running_loop().create_task(reflector.run())
-        await asyncio.wait_for(reflector.listed.wait(), 5)
-        task.cancel()
-        return dict(reflector.store)
-
-    assert asyncio.run(scenario()) == {("default", "agent-abcde"): "agent-abcde"}
-    assert set(seen[0]) == {"metadata", "spec", "status"}
-    assert "podIP" not in seen[0]["status"]
-
-
-def test_an_object_shaped_otherwise_is_decoded_whole_and_the_watch_goes_on(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    odd = running_pod_updated_in_place()
-    odd["metadata"]["ownerReferences"] = {"not": "a list"}
-    seen: list[Mapping[str, Any]] = []
-
-    def decode(body: Mapping[str, Any]) -> str:
-        seen.append(body)
-        return str(body["metadata"]["name"])
-
-    async def scenario() -> dict[tuple[str, str], str]:
-        reflector: Reflector[str] = Reflector(
-            OneEvent(odd),
+            OneEvent(body),
             "/api/v1/pods",
             decode,
             lambda _change: None,
@@ -340,6 +312,25 @@ def test_an_object_shaped_otherwise_is_decoded_whole_and_the_watch_goes_on(
         task.cancel()
         return dict(reflector.store)
 
-    assert asyncio.run(scenario()) == {("default", "agent-abcde"): "agent-abcde"}
+    return asyncio.run(scenario()), seen
+
+
+def test_the_reflector_hands_its_records_only_the_decoded_fields() -> None:
+    store, seen = listed(running_pod_updated_in_place())
+
+    assert store == {("default", "agent-abcde"): "agent-abcde"}
+    assert set(seen[0]) == {"metadata", "spec", "status"}
+    assert "podIP" not in seen[0]["status"]
+
+
+def test_an_object_shaped_otherwise_is_decoded_whole_and_the_watch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    odd = running_pod_updated_in_place()
+    odd["metadata"]["ownerReferences"] = {"not": "a list"}
+
+    store, seen = listed(odd)
+
+    assert store == {("default", "agent-abcde"): "agent-abcde"}
     assert "managedFields" in seen[0]["metadata"]
     assert "An object of the daemon pods watch is not shaped as expected" in caplog.text
