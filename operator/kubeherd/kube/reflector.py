@@ -105,11 +105,11 @@ class Reflector(Generic[Record]):
         self.keep = keep
         # Where the readiness learns whether this watch has listed and whether it fails.
         self.health = health if health is not None else WatchHealth(what)
-        self._events: msgspec.json.Decoder[WatchEvent[Mapping[str, Any]]] = msgspec.json.Decoder(
-            WatchEvent[fields if fields is not None else dict[str, Any]]  # type: ignore[misc]
-        )
         self._whole_events: msgspec.json.Decoder[WatchEvent[Mapping[str, Any]]] = (
             msgspec.json.Decoder(WatchEvent[dict[str, Any]])
+        )
+        self._events = (
+            msgspec.json.Decoder(WatchEvent[fields]) if fields is not None else self._whole_events
         )
         self._odd_shape_seen = False
         self.store: dict[ObjectKey, Record] = {}
