@@ -62,17 +62,25 @@ async def delete_in_parallel(
         *(delete_collection(api, path, selector, timeout=CLEANUP_TIMEOUT) for selector in selectors)
     )
     last_report = started
-    while not deleting.done() or remaining():
-        now = time.monotonic()
-        if now - started > CLEANUP_TIMEOUT:
+    try:
+        while not deleting.done() or remaining():
+            now = time.monotonic()
+            if now - started > CLEANUP_TIMEOUT:
+                raise TimeoutError(f"{what}: {remaining()} left after {CLEANUP_TIMEOUT:.0f}s")
+            if now - last_report >= PROGRESS_EVERY:
+                last_report = now
+                report(
+                    f"    deleting {what}: {remaining()} of {at_start} left ({now - started:.0f}s)"
+                )
+            await asyncio.wait([deleting], timeout=0.2)
+            if deleting.done() and deleting.exception() is not None:
+                await deleting
+    finally:
+        if not deleting.done():
+            # Stopped (a signal, Ctrl-C, the timeout): the requests in flight are abandoned,
+            # and their answers, errors included, are nobody's to report.
             deleting.cancel()
-            raise TimeoutError(f"{what}: {remaining()} left after {CLEANUP_TIMEOUT:.0f}s")
-        if now - last_report >= PROGRESS_EVERY:
-            last_report = now
-            report(f"    deleting {what}: {remaining()} of {at_start} left ({now - started:.0f}s)")
-        await asyncio.wait([deleting], timeout=0.2)
-        if deleting.done() and deleting.exception() is not None:
-            await deleting
+            await asyncio.gather(deleting, return_exceptions=True)
     requests = sum(await deleting)
     seconds = time.monotonic() - started
     report(f"  {at_start} {what} deleted in {seconds:.1f}s ({requests} DELETE collection requests)")

@@ -130,24 +130,52 @@ def _audit_events(log: Path, username: str) -> Iterator[Json]:
                     yield json.loads(line)
 
 
+def _status_sent(event: Json) -> Json | None:
+    """The status a status patch sent, where the audit policy keeps request bodies (the local
+    cluster's does for CustomDaemonSets: `AUDIT_POLICY`)."""
+    ref = event.get("objectRef") or {}
+    if ref.get("subresource") != "status" or event.get("verb") != "patch":
+        return None
+    sent = (event.get("requestObject") or {}).get("status")
+    return sent if isinstance(sent, dict) else None
+
+
+def changed_fields(before: Json | None, after: Json) -> list[str]:
+    """The status fields a patch changed from the status its object's previous patch sent
+    (kubeherd sends the whole status each time): [] for a patch that changed nothing."""
+    if before is None:
+        return ["(first seen)"]
+    return sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
+
+
 def writes_between(
     log: Path, username: str, since: datetime.datetime, until: datetime.datetime
 ) -> list[dict[str, Any]]:
     """`username`'s writes the API server received between the two times, by verb, resource,
     subresource and answer: how many, and the first few objects with their second in the
-    window."""
+    window. Status patches also say which fields they changed, and how many changed none."""
     counts: Counter[tuple[str, str, str, int]] = Counter()
     examples: dict[tuple[str, str, str, int], list[str]] = {}
+    changes: dict[tuple[str, str, str, int], Counter[str]] = {}
+    last_sent: dict[tuple[str, str, str], Json] = {}
     for event in _audit_events(log, username):
         if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
             continue
+        ref = event.get("objectRef") or {}
+        code = int((event.get("responseStatus") or {}).get("code") or 0)
+        sent = _status_sent(event) if code < 300 else None
+        target = (ref.get("resource", ""), ref.get("namespace", ""), ref.get("name", ""))
+        previous = last_sent.get(target)
+        if sent is not None:
+            last_sent[target] = sent
         received = _timestamp(event["requestReceivedTimestamp"])
         if not since <= received < until:
             continue
-        ref = event.get("objectRef") or {}
-        code = int((event.get("responseStatus") or {}).get("code") or 0)
         key = (event["verb"], ref.get("resource", ""), ref.get("subresource", ""), code)
         counts[key] += 1
+        if sent is not None:
+            changed = changed_fields(previous, sent)
+            changes.setdefault(key, Counter()).update(changed or ["(nothing)"])
         named = examples.setdefault(key, [])
         if len(named) < EXAMPLES:
             offset = (received - since).total_seconds()
@@ -160,6 +188,11 @@ def writes_between(
             "code": code,
             "count": count,
             "examples": examples[(verb, resource, subresource, code)],
+            **(
+                {"changed": dict(changes[key].most_common())}
+                if (key := (verb, resource, subresource, code)) in changes
+                else {}
+            ),
         }
         for (verb, resource, subresource, code), count in counts.most_common()
     ]
@@ -172,6 +205,12 @@ def describe(writes: list[dict[str, Any]]) -> str:
     return "; ".join(
         f"{w['count']} {w['verb']} {w['resource']}"
         + (f"/{w['subresource']}" if w["subresource"] else "")
-        + f" ({w['code']}, e.g. {', '.join(w['examples'][:2])})"
+        + f" ({w['code']}, e.g. {', '.join(w['examples'][:2])}"
+        + (f"; fields changed: {_counted(w['changed'])}" if w.get("changed") else "")
+        + ")"
         for w in writes
     )
+
+
+def _counted(fields: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in fields.items())

@@ -111,6 +111,11 @@ def _local_cluster_line(meta: Mapping[str, Any]) -> list[str]:
         f"- Local cluster: kube-scheduler client QPS {cluster['scheduler_qps']:g}, burst "
         f"{cluster['scheduler_burst']} ({source}); kwok's client not rate-limited; "
         f"kube-apiserver --delete-collection-workers={cluster['delete_collection_workers']}"
+        + (
+            f"; kube-controller-manager --node-monitor-grace-period={grace}"
+            if (grace := cluster.get("node_monitor_grace_period"))
+            else ""
+        )
     ]
 
 

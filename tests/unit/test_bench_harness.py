@@ -87,7 +87,8 @@ def test_a_rollout_is_done_when_its_status_counts_every_node_up_to_date_and_avai
 
 def _audit_event(seconds: float, verb: str, resource: str, **extra: Any) -> str:
     received = WINDOW_START + datetime.timedelta(seconds=seconds)
-    event = {
+    sent = extra.pop("sent", None)
+    event: dict[str, Any] = {
         "stage": "ResponseComplete",
         "verb": verb,
         "user": {"username": extra.pop("user", KUBEHERD_USER)},
@@ -95,6 +96,8 @@ def _audit_event(seconds: float, verb: str, resource: str, **extra: Any) -> str:
         "responseStatus": {"code": 200},
         "requestReceivedTimestamp": received.isoformat().replace("+00:00", "Z"),
     }
+    if sent is not None:
+        event["requestObject"] = {"status": sent}
     return json.dumps(event) + "\n"
 
 
@@ -118,6 +121,28 @@ def test_the_writes_in_a_window_are_the_clients_by_verb_and_resource(tmp_path: P
     assert writes[0]["examples"] == ["bench/cost-1 at 1.0s", "bench/cost-1 at 2.0s"]
     assert describe(writes).startswith("2 patch customdaemonsets/status (200, e.g. bench/cost-1")
     assert describe([]) == "none"
+
+
+def test_status_patches_say_which_fields_they_changed_since_the_objects_last_one(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "kube-apiserver-audit.log"
+    counts = {"numberReady": 3, "numberAvailable": 3, "observedGeneration": 1}
+
+    def status_patch(seconds: float, **sent: Any) -> str:
+        return _audit_event(seconds, "patch", "customdaemonsets", subresource="status", sent=sent)
+
+    log.write_text(
+        # Before the window: the last status sent is what the first patch in it is compared to.
+        status_patch(-5, **counts)
+        + status_patch(1, **{**counts, "numberReady": 2, "numberAvailable": 2})
+        + status_patch(2, **{**counts, "numberReady": 2, "numberAvailable": 2})
+        + status_patch(3, **{**counts, "numberReady": 3, "numberAvailable": 2})
+    )
+    [patches] = writes_between(log, KUBEHERD_USER, WINDOW_START, WINDOW_END)
+    assert patches["count"] == 3
+    assert patches["changed"] == {"numberReady": 2, "numberAvailable": 1, "(nothing)": 1}
+    assert "fields changed: numberReady 2, numberAvailable 1, (nothing) 1" in describe([patches])
 
 
 def test_the_scheduler_keeps_its_default_client_unless_given_a_rate() -> None:
