@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import gc
+import json
+import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -37,6 +41,7 @@ from kubeherd.metrics.objects import (
 from kubeherd.metrics.server import MetricsServer
 
 TICK = 0.001
+REPO = Path(__file__).resolve().parent.parent
 
 
 def daemonset(index: int) -> dict[str, Any]:
@@ -204,12 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="scrapers at once")
     parser.add_argument("--seconds", type=float, default=20, help="how long to scrape")
     parser.add_argument("--on-loop", action="store_true", help="the handler before the change")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.client:
         scrape_forever(arguments.client, arguments.concurrency)
         return 0
+    context = run_context(arguments.seconds)
     result = asyncio.run(measure(arguments))
+    arguments.results.mkdir(parents=True, exist_ok=True)
+    saved = arguments.results / f"{context['stamp']}-scrape.json"
+    saved.write_text(json.dumps({"meta": context, "result": result}, indent=1) + "\n")
     print(
         f"{result['mode']}: {result['daemonsets']} CustomDaemonSets, "
         f"{result['concurrency']} scrapers back to back for {arguments.seconds:g} s\n"
@@ -217,9 +227,27 @@ def main(argv: list[str] | None = None) -> int:
         f"max {result['scrape_max_ms']:.0f} ms, {result['gzip_kib']:.0f} KiB gzipped\n"
         f"  event loop lag: p50 {result['lag_p50_ms']:.1f} ms, p99 {result['lag_p99_ms']:.1f} "
         f"ms, max {result['lag_max_ms']:.1f} ms\n"
-        f"  longest garbage collection pass: {result['gc_max_ms']:.1f} ms"
+        f"  longest garbage collection pass: {result['gc_max_ms']:.1f} ms\n"
+        f"  load average before: {context['load_average']:.2f}; results in {saved}"
     )
     return 0
+
+
+def run_context(seconds: float) -> dict[str, Any]:
+    """What a result needs beside its figures: when, which code, and how busy the machine was
+    (other work on its cores shows as lag with no scrape at all)."""
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
+    )
+    now = datetime.datetime.now(datetime.UTC)
+    return {
+        "stamp": now.strftime("%Y%m%d-%H%M%S"),
+        "started": now.strftime("%Y-%m-%d %H:%M UTC"),
+        "kubeherd_commit": described.stdout.strip() or "unknown",
+        "cores": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+        "seconds": seconds,
+    }
 
 
 if __name__ == "__main__":

@@ -31,13 +31,12 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 import msgspec
 
 from kubeherd.kube.outcomes import KubeError
+from kubeherd.kube.store import ObjectKey, Store
 from kubeherd.readiness import WatchHealth
 
 logger = logging.getLogger(__name__)
 
 Record = TypeVar("Record")
-# (namespace, name); the namespace is "" for cluster-scoped kinds.
-ObjectKey = tuple[str, str]
 
 PAGE_SIZE = 500
 # The API server ends a watch after this long; the reflector then resumes where it was.
@@ -112,7 +111,7 @@ class Reflector(Generic[Record]):
             msgspec.json.Decoder(WatchEvent[fields]) if fields is not None else self._whole_events
         )
         self._odd_shape_seen = False
-        self.store: dict[ObjectKey, Record] = {}
+        self.store: Store[Record] = Store()
         # Set once the first listing is in the store: nothing may act on a half-known cluster.
         self.listed = asyncio.Event()
         self._version = ""
@@ -176,7 +175,7 @@ class Reflector(Generic[Record]):
             allowWatchBookmarks="true",
             timeoutSeconds=str(WATCH_SECONDS),
         )
-        listed: dict[ObjectKey, Record] | None = {}
+        listed: Store[Record] | None = Store()
         try:
             async for line in self.transport.stream_lines(self.path, query):
                 if not line.strip():
@@ -228,7 +227,7 @@ class Reflector(Generic[Record]):
             return self._whole_events.decode(line)
 
     async def _relist(self) -> None:
-        listed: dict[ObjectKey, Record] = {}
+        listed: Store[Record] = Store()
         token = ""
         while True:
             page = await self.transport.get_json(
@@ -244,7 +243,7 @@ class Reflector(Generic[Record]):
                 break
         self._replace_store(listed, version)
 
-    def _replace_store(self, listed: dict[ObjectKey, Record], version: str) -> None:
+    def _replace_store(self, listed: Store[Record], version: str) -> None:
         """A whole listing in, as of `version`: what changed since the store's last view is
         reported, what the listing lacks as gone."""
         changes = [
@@ -253,9 +252,7 @@ class Reflector(Generic[Record]):
             if listed.get(key) != old
         ]
         changes += [Change(key, None, new) for key, new in listed.items() if key not in self.store]
-        # Replaced in place: views of the store stay views of the live one.
-        self.store.clear()
-        self.store.update(listed)
+        self.store.replace(listed)
         self._version = version
         self._listings += 1
         self._recovered()

@@ -32,6 +32,7 @@ from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.daemonset.shell.state import Key
 from kubeherd.daemonset.shell.watched_fields import WatchedNode, WatchedPod
 from kubeherd.kube.reflector import Change, Reflector, Transport
+from kubeherd.kube.store import Store
 from kubeherd.names import API_VERSION, CUSTOMDAEMONSET
 from kubeherd.readiness import Readiness
 
@@ -98,13 +99,13 @@ class WatchedNodes:
     """The controller's view of the nodes (a NodeSource), read from the node watch's store."""
 
     def __init__(self) -> None:
-        self.store: Mapping[tuple[str, str], NodeInfo] = {}
+        self.store: Store[NodeInfo] = Store()
 
     def get(self, name: str) -> NodeInfo | None:
         return self.store.get(("", name))
 
     def names(self) -> Iterable[str]:
-        return [name for _, name in self.store]
+        return list(self.store.names())
 
 
 class WatchedPods:
