@@ -244,6 +244,14 @@ def markdown(results: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
             lines += [
                 f"| restarted with every pod in place: first pass over all "
                 f"{cost['daemonsets']} | {restart['seconds_to_first_passes']:.1f} s |",
+                *(
+                    [
+                        f"| restarted: /readyz answered (nodes and pods listed) after "
+                        f"| {restart['seconds_to_ready']:.1f} s |"
+                    ]
+                    if "seconds_to_ready" in restart
+                    else []
+                ),
                 f"| restarted: CustomDaemonSets with nothing to do "
                 f"| {restart['nothing_to_do']} of {cost['daemonsets']} |",
                 f"| restarted: requests in its first passes and 10 s after, writes / reads "

@@ -129,10 +129,6 @@ class Bench(TenantBench):
 
     # B4: the operator's cost --------------------------------------------------------------
 
-    async def _operator_ready(self) -> bool:
-        status, _ = await asyncio.to_thread(self.operator.readyz)
-        return status == 200
-
     async def cost(self) -> None:
         count = self.options.daemonsets
         expected = len(self.nodes.names)
