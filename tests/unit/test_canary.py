@@ -3,7 +3,6 @@ rollback, and the rollout going on once it passed."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -133,7 +132,7 @@ def test_a_node_joining_during_the_canary_gets_the_previous_revision() -> None:
 def test_trouble_in_a_canary_pod_pauses_the_rollout_naming_the_pod_and_node(
     trouble: dict[str, Any], reason: str
 ) -> None:
-    sick = replace(pod("pb1", "b1", revision="r2"), **trouble)
+    sick = pod("pb1", "b1", revision="r2", **trouble)
     ledger = ledger_of({"a1": "r2"}, b1=[sick])
 
     plan = pass_with(canary_spec(replicas=2), ledger, running(("a1", "b1")))
@@ -146,7 +145,7 @@ def test_trouble_in_a_canary_pod_pauses_the_rollout_naming_the_pod_and_node(
 
 
 def test_restarts_up_to_the_limit_do_not_pause() -> None:
-    ledger = ledger_of(b1=[replace(pod("pb1", "b1", revision="r2"), restarts=2)])
+    ledger = ledger_of(b1=[pod("pb1", "b1", revision="r2", restarts=2)])
 
     plan = pass_with(canary_spec(), ledger, running(("b1",)))
 
@@ -155,7 +154,7 @@ def test_restarts_up_to_the_limit_do_not_pause() -> None:
 
 
 def test_a_paused_canary_changes_no_pod_and_posts_no_second_event() -> None:
-    sick = replace(pod("pb1", "b1", revision="r2"), waiting_reason="CrashLoopBackOff")
+    sick = pod("pb1", "b1", revision="r2", waiting_reason="CrashLoopBackOff")
     paused = running(("b1",), phase=CanaryPhase.PAUSED, reason="CrashLoopBackOff")
 
     plan = pass_with(canary_spec(), ledger_of(b1=[sick]), paused)
@@ -165,8 +164,8 @@ def test_a_paused_canary_changes_no_pod_and_posts_no_second_event() -> None:
 
 
 def test_restarts_beyond_auto_fail_fail_the_canary_and_stop_the_rollout() -> None:
-    sick = replace(
-        pod("pb1", "b1", revision="r2", ready=False), waiting_reason="CrashLoopBackOff", restarts=6
+    sick = pod(
+        "pb1", "b1", revision="r2", ready=False, waiting_reason="CrashLoopBackOff", restarts=6
     )
 
     plan = pass_with(canary_spec(), ledger_of(b1=[sick]), running(("b1",)))
@@ -181,7 +180,7 @@ def test_restarts_beyond_auto_fail_fail_the_canary_and_stop_the_rollout() -> Non
 
 def test_a_failed_canary_with_rollback_gets_the_previous_revision_back() -> None:
     spec = canary_spec(autoFail={"maxRestarts": 1, "rollback": True})
-    sick = replace(pod("pb1", "b1", revision="r2", ready=False), restarts=2)
+    sick = pod("pb1", "b1", revision="r2", ready=False, restarts=2)
 
     failing = pass_with(spec, ledger_of(b1=[sick]), running(("b1",)))
     assert failing.canary is not None
@@ -216,7 +215,7 @@ def test_a_healthy_canary_passes_after_its_duration_and_the_rollout_goes_on() ->
     )
     assert changed(watched) == []
 
-    later = replace(healthy, ready_since=NOW - 301)
+    later = pod("pb1", "b1", revision="r2", ready_since=NOW - 301)
     passed = pass_with(spec, ledger_of(b1=[later]), watched.canary)
     assert passed.canary is not None
     assert passed.canary.phase is CanaryPhase.PASSED
@@ -320,7 +319,7 @@ def test_a_canary_pod_not_available_within_the_slow_start_pauses_the_rollout() -
     spec = canary_spec(autoPause={"maxSlowStartSeconds": 120})
     # Created 100 s before NOW, then 200 s before; the canary started 300 s before.
     young = pod("pb1", "b1", revision="r2", ready=False, created="1970-01-12T13:45:00Z")
-    old = replace(young, created="1970-01-12T13:43:20Z")
+    old = pod("pb1", "b1", revision="r2", ready=False, created="1970-01-12T13:43:20Z")
     started = running(("b1",), since=NOW - 300)
 
     waiting = pass_with(spec, ledger_of(b1=[young]), started)

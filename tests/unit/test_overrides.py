@@ -4,7 +4,6 @@ gets, what its pod looks like, and which pods a rolling update replaces when one
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 from kubeherd.daemonset.core.eligibility import NodeInfo, Taint
@@ -53,10 +52,6 @@ def record(info: NodeInfo, pods: list[PodInfo], rule: OverrideRule) -> NodeRecor
     entry = result.records[info.name]
     assert entry is not None
     return entry
-
-
-def with_override(info: PodInfo, key: str) -> PodInfo:
-    return dataclasses.replace(info, override=key)
 
 
 def test_the_first_override_in_list_order_whose_selector_matches_applies() -> None:
@@ -132,7 +127,7 @@ def test_a_changed_override_replaces_only_the_pods_of_the_nodes_it_matches() -> 
     ledger = {
         name: record(
             node(name, size=size),
-            [with_override(pod(f"p{name}", name, revision="r2"), before if size else "")],
+            [pod(f"p{name}", name, revision="r2", override=before if size else "")],
             after,
         )
         for name, size in (("a", "large"), ("b", ""), ("c", "large"), ("d", ""))
@@ -161,7 +156,7 @@ def test_a_node_that_loses_its_override_gets_the_templates_resources_back() -> N
     ledger = {
         "a": record(
             node("a", size="large"),
-            [with_override(pod("pa", "a", revision="r2"), key_of(override()))],
+            [pod("pa", "a", revision="r2", override=key_of(override()))],
             OverrideRule(),
         )
     }
@@ -178,10 +173,10 @@ def test_with_in_place_updates_an_override_change_is_an_update_in_place() -> Non
         "a": record(node("a", size="large"), [pod("pa", "a", revision="r2")], rule),
         "b": record(node("b"), [pod("pb", "b", revision="r1")], rule),
         "c": record(
-            node("c", size="large"), [with_override(pod("pc", "c", revision="r1"), current)], rule
+            node("c", size="large"), [pod("pc", "c", revision="r1", override=current)], rule
         ),
         "d": record(
-            node("d", size="large"), [with_override(pod("pd", "d", revision="r2"), current)], rule
+            node("d", size="large"), [pod("pd", "d", revision="r2", override=current)], rule
         ),
     }
 
@@ -212,8 +207,8 @@ def test_with_surge_the_new_pod_starts_beside_the_one_with_the_old_override() ->
     step = plan_rolling_update(ledger, "r2", {"maxSurge": 1}, 0, NOW, set())
 
     assert [c.node for c in step.creates] == ["a"]
-    new = with_override(
-        pod("new", "a", revision="r2", created="2026-01-02T00:00:00Z"), rule.overrides[0].key
+    new = pod(
+        "new", "a", revision="r2", created="2026-01-02T00:00:00Z", override=rule.overrides[0].key
     )
     surge = SurgeRule("r2", 0, NOW)
     # The new pod is available: the old one goes, though it is older.
@@ -226,7 +221,7 @@ def test_a_pod_with_another_override_is_not_counted_as_updated() -> None:
     ledger = {
         "a": record(node("a", size="large"), [pod("pa", "a", revision="r2")], rule),
         "b": record(
-            node("b", size="large"), [with_override(pod("pb", "b", revision="r2"), current)], rule
+            node("b", size="large"), [pod("pb", "b", revision="r2", override=current)], rule
         ),
         "c": record(node("c"), [pod("pc", "c", revision="r2")], rule),
     }
@@ -242,7 +237,7 @@ def test_a_rollout_of_an_override_alone_completes_once_its_nodes_are_replaced() 
     current = rule.overrides[0].key
     ledger = {
         "a": record(
-            node("a", size="large"), [with_override(pod("pa", "a", revision="r2"), current)], rule
+            node("a", size="large"), [pod("pa", "a", revision="r2", override=current)], rule
         ),
         "c": record(node("c"), [pod("pc", "c", revision="r2")], rule),
     }
@@ -258,13 +253,9 @@ def test_a_pass_after_an_override_change_deletes_the_matching_nodes_pods_only() 
     old_key = key_of(override(memory="1Gi"))
     spec = spec_of(resourceOverrides=[override(memory="3Gi")], **rolling(maxUnavailable=3))
     dirty = {
-        "a": NodeView(
-            node("a", size="large"), (with_override(pod("pa", "a", revision="r2"), old_key),)
-        ),
+        "a": NodeView(node("a", size="large"), (pod("pa", "a", revision="r2", override=old_key),)),
         "b": NodeView(node("b"), (pod("pb", "b", revision="r2"),)),
-        "c": NodeView(
-            node("c", size="large"), (with_override(pod("pc", "c", revision="r2"), old_key),)
-        ),
+        "c": NodeView(node("c", size="large"), (pod("pc", "c", revision="r2", override=old_key),)),
     }
 
     plan = plan_pass(given(spec, dirty=dirty, rolling=True))

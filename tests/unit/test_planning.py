@@ -36,6 +36,9 @@ def pod(
     created: str = "2026-01-01T00:00:00Z",
     deleting: bool = False,
     waiting_reason: str = "",
+    restarts: int = 0,
+    terminated_reason: str = "",
+    override: str = "",
 ) -> PodInfo:
     return PodInfo(
         name=name,
@@ -48,6 +51,9 @@ def pod(
         created=created,
         deleting=deleting,
         waiting_reason=waiting_reason,
+        restarts=restarts,
+        terminated_reason=terminated_reason,
+        override=override,
     )
 
 

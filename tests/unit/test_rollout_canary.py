@@ -10,6 +10,7 @@ import pytest
 from kubeherd.cli import build_parser
 from kubeherd.daemonset.core.canary_commands import CANARY_COMMAND_ANNOTATION, CanaryVerb
 from kubeherd.daemonset.core.canary_state import CanaryPhase, CanaryState
+from kubeherd.daemonset.core.model import PodInfo
 from kubeherd.daemonset.core.plan import plan_pass
 from kubeherd.rollout_canary import annotation_patch, carried_out, command_value
 from kubeherd.rollouts import RolloutError, status_verdict
@@ -123,16 +124,19 @@ def test_a_command_for_another_revision_does_nothing() -> None:
     assert plan.events == []
 
 
+def crashing(restarts: int) -> PodInfo:
+    return pod("pb1", "b1", revision="r2", waiting_reason="CrashLoopBackOff", restarts=restarts)
+
+
 def test_unpause_acknowledges_the_restarts_so_far_and_a_new_one_pauses_again() -> None:
-    crashing = replace(pod("pb1", "b1", revision="r2"), waiting_reason="CrashLoopBackOff")
     paused = running(("b1",), phase=CanaryPhase.PAUSED, reason="CrashLoopBackOff")
 
-    unpaused = told("unpause r2 t1", paused, b1=[replace(crashing, restarts=1)])
+    unpaused = told("unpause r2 t1", paused, b1=[crashing(restarts=1)])
     assert unpaused.canary.phase is CanaryPhase.RUNNING
     assert unpaused.canary.acknowledged_restarts == 1
     assert [e.reason for e in unpaused.events] == ["CanaryUnpaused"]
 
-    restarted = told("unpause r2 t1", unpaused.canary, b1=[replace(crashing, restarts=2)])
+    restarted = told("unpause r2 t1", unpaused.canary, b1=[crashing(restarts=2)])
     assert restarted.canary.phase is CanaryPhase.PAUSED
     assert "restarted again after the unpause" in restarted.canary.message
 
