@@ -40,7 +40,7 @@ def pod(
     terminated_reason: str = "",
     override: str = "",
 ) -> PodInfo:
-    return PodInfo(
+    return PodInfo.of(
         name=name,
         uid=f"uid-{name}",
         node=node,

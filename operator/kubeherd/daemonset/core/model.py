@@ -12,7 +12,7 @@ import functools
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from kubeherd.daemonset.core.eligibility import Verdict
 from kubeherd.daemonset.core.in_place import update_status
@@ -32,26 +32,56 @@ def parse_time(stamp: str | None) -> float | None:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-@dataclass(frozen=True, slots=True)
+# The bits of PodInfo.flags. Small ints are objects CPython shares (up to 256), so a pod's
+# flags cost its record one slot and no object of their own. A subclass's bits start at
+# FIRST_FREE_FLAG.
+READY = 1 << 0
+DELETING = 1 << 1
+ORPHAN = 1 << 2
+FIRST_FREE_FLAG = 1 << 3
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class PodInfo:
     """What the controller needs to know of one daemon pod: small, so thousands stay cheap.
 
-    Slots, and the strings that repeat across pods (node, phase, revision) shared: a watched
-    pod's memory is mostly this record (docs/benchmarks.md)."""
+    Slots, the strings that repeat across pods (node, phase, revision) shared, and the
+    booleans bits of one small int (`flags`): a watched pod's memory is mostly this record
+    (docs/benchmarks.md). The packed fields read as fields all the same (`pod.ready`...);
+    records are built of them as read with `of` (or from a body with `from_body`), and
+    compare, hash and print as such.
+    `dataclasses.replace` knows only the stored fields: it refuses the packed ones."""
+
+    # The fields as read, in the order repr shows them (a subclass adds its own).
+    SHOWN_FIELDS: ClassVar[tuple[str, ...]] = (
+        "name",
+        "uid",
+        "node",
+        "phase",
+        "ready",
+        "ready_since",
+        "revision",
+        "created",
+        "deleting",
+        "waiting_reason",
+        "orphan",
+        "restarts",
+        "terminated_reason",
+        "override",
+    )
 
     name: str
     uid: str
     node: str | None
     phase: str
-    ready: bool
     ready_since: float | None
     revision: str
     created: str
-    deleting: bool
+    # READY, DELETING and ORPHAN (no controller owns it: it carries the owner label but lost
+    # its owner reference), and a subclass's bits.
+    flags: int
     # Why a container is not running yet (ImagePullBackOff, CrashLoopBackOff...), or "".
     waiting_reason: str = ""
-    # No controller owns it (it carries the owner label but lost its owner reference).
-    orphan: bool = False
     # Container restarts since the pod began running its revision, and the reason the last
     # container to end gave (OOMKilled, Error...) or "": what a canary is judged by.
     restarts: int = 0
@@ -60,12 +90,53 @@ class PodInfo:
     override: str = ""
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> PodInfo:
+    def of(cls, **fields: Any) -> Self:
+        """A record of its fields as read (`packed`'s keywords, and a subclass's own)."""
+        return cls(**cls.packed(**fields))
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Self:
         return cls(**cls.fields_of(body))
 
     @staticmethod
+    def packed(
+        *,
+        name: str,
+        uid: str,
+        node: str | None,
+        phase: str,
+        ready: bool,
+        ready_since: float | None,
+        revision: str,
+        created: str,
+        deleting: bool,
+        waiting_reason: str = "",
+        orphan: bool = False,
+        restarts: int = 0,
+        terminated_reason: str = "",
+        override: str = "",
+    ) -> dict[str, Any]:
+        """The record's stored fields (the keyword arguments of PodInfo) of its fields as read."""
+        return {
+            "name": name,
+            "uid": uid,
+            "node": node,
+            "phase": phase,
+            "ready_since": ready_since,
+            "revision": revision,
+            "created": created,
+            "flags": (READY if ready else 0)
+            | (DELETING if deleting else 0)
+            | (ORPHAN if orphan else 0),
+            "waiting_reason": waiting_reason,
+            "restarts": restarts,
+            "terminated_reason": terminated_reason,
+            "override": override,
+        }
+
+    @staticmethod
     def fields_of(body: Mapping[str, Any]) -> dict[str, Any]:
-        """The record's fields, as read from the pod's body."""
+        """The record's stored fields (`packed`), as read from the pod's body."""
         metadata = body.get("metadata", {})
         status = body.get("status") or {}
         ready_condition: Mapping[str, Any] = next(
@@ -82,24 +153,40 @@ class PodInfo:
             ready_since = max(ready_since or 0.0, in_place.started_at)
         node = target_node(body)
         annotations = metadata.get("annotations") or {}
-        return {
-            "name": metadata.get("name", ""),
-            "uid": metadata.get("uid", ""),
-            "node": sys.intern(node) if node else None,
-            "phase": sys.intern(status.get("phase") or "Pending"),
-            "ready": ready,
-            "ready_since": ready_since,
-            "revision": sys.intern((metadata.get("labels") or {}).get(REVISION_LABEL, "")),
-            "created": sys.intern(metadata.get("creationTimestamp") or ""),
-            "deleting": bool(metadata.get("deletionTimestamp")),
-            "waiting_reason": _waiting_reason(status),
-            "orphan": not any(
+        return PodInfo.packed(
+            name=metadata.get("name", ""),
+            uid=metadata.get("uid", ""),
+            node=sys.intern(node) if node else None,
+            phase=sys.intern(status.get("phase") or "Pending"),
+            ready=ready,
+            ready_since=ready_since,
+            revision=sys.intern((metadata.get("labels") or {}).get(REVISION_LABEL, "")),
+            created=sys.intern(metadata.get("creationTimestamp") or ""),
+            deleting=bool(metadata.get("deletionTimestamp")),
+            waiting_reason=_waiting_reason(status),
+            orphan=not any(
                 reference.get("controller") for reference in metadata.get("ownerReferences") or ()
             ),
-            "restarts": _restarts(status, in_place.restart_counts if in_place is not None else {}),
-            "terminated_reason": _terminated_reason(status),
-            "override": sys.intern(annotations.get(RESOURCE_OVERRIDE_ANNOTATION, "")),
-        }
+            restarts=_restarts(status, in_place.restart_counts if in_place is not None else {}),
+            terminated_reason=_terminated_reason(status),
+            override=sys.intern(annotations.get(RESOURCE_OVERRIDE_ANNOTATION, "")),
+        )
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.SHOWN_FIELDS)
+        return f"{type(self).__qualname__}({shown})"
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.flags & READY)
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.flags & DELETING)
+
+    @property
+    def orphan(self) -> bool:
+        return bool(self.flags & ORPHAN)
 
     @property
     def finished(self) -> bool:

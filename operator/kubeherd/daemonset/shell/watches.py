@@ -23,11 +23,11 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from kubeherd.daemonset.core.claims import selector_matches
 from kubeherd.daemonset.core.eligibility import NodeInfo
-from kubeherd.daemonset.core.model import PodInfo
+from kubeherd.daemonset.core.model import FIRST_FREE_FLAG, PodInfo
 from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.daemonset.shell.state import Key
 from kubeherd.daemonset.shell.watched_fields import WatchedNode, WatchedPod
@@ -51,20 +51,47 @@ def controlled_by_a_daemonset(metadata: Mapping[str, Any]) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True)
+# DaemonPod's bits of PodInfo.flags, above PodInfo's own. Whether a pod is in its selector
+# takes two: it may not be known yet.
+CONTROLLED = FIRST_FREE_FLAG
+SELECTOR_KNOWN = FIRST_FREE_FLAG << 1
+IN_SELECTOR = FIRST_FREE_FLAG << 2
+
+
+def daemon_flags(in_selector: bool | None, controlled: bool) -> int:
+    """DaemonPod's bits of these values."""
+    selector_bits = (
+        0 if in_selector is None else SELECTOR_KNOWN | (IN_SELECTOR if in_selector else 0)
+    )
+    return selector_bits | (CONTROLLED if controlled else 0)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class DaemonPod(PodInfo):
     """A daemon pod as the pod watch keeps it: what the controller needs of it (it is the
     PodInfo the controller reads, not a wrapper around one: one object per pod), and its
-    CustomDaemonSet's name."""
+    CustomDaemonSet's name. Its other fields are bits of PodInfo's flags (`in_selector`,
+    `controlled`)."""
+
+    SHOWN_FIELDS: ClassVar[tuple[str, ...]] = (
+        *PodInfo.SHOWN_FIELDS,
+        "owner",
+        "in_selector",
+        "controlled",
+    )
 
     owner: str = ""
-    # Whether its labels match its CustomDaemonSet's selector (None: not known yet). Only this
-    # matters of its labels: a pod that leaves the selector is released, an orphan that
-    # matches is adopted. Other label changes need nothing, and they happen to every pod: the
-    # API server copies its node's topology labels onto it when it is bound.
-    in_selector: bool | None = None
-    # Whether a CustomDaemonSet is its controller: such a pod is kept whatever its label says.
-    controlled: bool = False
+
+    @staticmethod
+    def packed(
+        *,
+        owner: str = "",
+        in_selector: bool | None = None,
+        controlled: bool = False,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """The record's stored fields of its fields as read (PodInfo's, and these)."""
+        return _with_daemon_fields(PodInfo.packed(**fields), owner, in_selector, controlled)
 
     @classmethod
     def watched(cls, body: Mapping[str, Any], selector_of: SelectorOf) -> DaemonPod:
@@ -73,17 +100,43 @@ class DaemonPod(PodInfo):
         owner = sys.intern(str(labels.get(OWNER_LABEL, "")))
         selector = selector_of((str(metadata.get("namespace") or ""), owner))
         return cls(
-            **PodInfo.fields_of(body),
-            owner=owner,
-            in_selector=selector_matches(selector, labels) if selector is not None else None,
-            controlled=controlled_by_a_daemonset(metadata),
+            **_with_daemon_fields(
+                PodInfo.fields_of(body),
+                owner,
+                selector_matches(selector, labels) if selector is not None else None,
+                controlled_by_a_daemonset(metadata),
+            )
         )
+
+    # Whether its labels match its CustomDaemonSet's selector (None: not known yet). Only this
+    # matters of its labels: a pod that leaves the selector is released, an orphan that
+    # matches is adopted. Other label changes need nothing, and they happen to every pod: the
+    # API server copies its node's topology labels onto it when it is bound.
+    @property
+    def in_selector(self) -> bool | None:
+        if not self.flags & SELECTOR_KNOWN:
+            return None
+        return bool(self.flags & IN_SELECTOR)
+
+    # Whether a CustomDaemonSet is its controller: such a pod is kept whatever its label says.
+    @property
+    def controlled(self) -> bool:
+        return bool(self.flags & CONTROLLED)
 
     def claims_may_change(self, old: DaemonPod | None) -> bool:
         """Whether this change may call for adopting or releasing the pod."""
         if self.orphan and (old is None or not old.orphan or old.in_selector != self.in_selector):
             return True
         return self.in_selector is False and (old is None or old.in_selector is not False)
+
+
+def _with_daemon_fields(
+    fields: dict[str, Any], owner: str, in_selector: bool | None, controlled: bool
+) -> dict[str, Any]:
+    """PodInfo's stored fields (a dictionary of their own) with DaemonPod's added."""
+    fields["flags"] |= daemon_flags(in_selector, controlled)
+    fields["owner"] = owner
+    return fields
 
 
 class WatchListener(Protocol):
