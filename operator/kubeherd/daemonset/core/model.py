@@ -41,15 +41,52 @@ ORPHAN = 1 << 2
 FIRST_FREE_FLAG = 1 << 3
 
 
+@dataclass(frozen=True, slots=True)
+class PodExtras:
+    """The fields of a daemon pod that keep their defaults on all but a few pods: one in
+    trouble, or one made with a resource override. Every pod without any shares NO_EXTRAS,
+    and the others share one per distinct value (`pod_extras`): one slot of the pod's record
+    holds all four."""
+
+    # Why a container is not running yet (ImagePullBackOff, CrashLoopBackOff...), or "".
+    waiting_reason: str = ""
+    # Container restarts since the pod began running its revision, and the reason the last
+    # container to end gave (OOMKilled, Error...) or "": what a canary is judged by.
+    restarts: int = 0
+    terminated_reason: str = ""
+    # The resource override it was made with (`overrides.ResourceOverride.key`), or "".
+    override: str = ""
+
+
+NO_EXTRAS = PodExtras()
+
+
+def pod_extras(
+    waiting_reason: str = "", restarts: int = 0, terminated_reason: str = "", override: str = ""
+) -> PodExtras:
+    """The shared PodExtras of these values: NO_EXTRAS when all are defaults."""
+    if not (waiting_reason or restarts or terminated_reason or override):
+        return NO_EXTRAS
+    return _shared_extras(waiting_reason, restarts, terminated_reason, override)
+
+
+# Cached: the pods of a pool with an override, or of a rollout that crashes, have the same.
+@functools.lru_cache(maxsize=1024)
+def _shared_extras(
+    waiting_reason: str, restarts: int, terminated_reason: str, override: str
+) -> PodExtras:
+    return PodExtras(waiting_reason, restarts, terminated_reason, override)
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class PodInfo:
     """What the controller needs to know of one daemon pod: small, so thousands stay cheap.
 
-    Slots, the strings that repeat across pods (node, phase, revision) shared, and the
-    booleans bits of one small int (`flags`): a watched pod's memory is mostly this record
-    (docs/benchmarks.md). The packed fields read as fields all the same (`pod.ready`...);
-    records are built of them as read with `of` (or from a body with `from_body`), and
-    compare, hash and print as such.
+    Slots, the strings that repeat across pods (node, phase, revision) shared, the booleans
+    bits of one small int (`flags`) and the fields rarely set in one shared PodExtras: a
+    watched pod's memory is mostly this record (docs/benchmarks.md). The packed fields read
+    as fields all the same (`pod.ready`, `pod.restarts`...); records are built of them as
+    read with `of` (or from a body with `from_body`), and compare, hash and print as such.
     `dataclasses.replace` knows only the stored fields: it refuses the packed ones."""
 
     # The fields as read, in the order repr shows them (a subclass adds its own).
@@ -80,14 +117,7 @@ class PodInfo:
     # READY, DELETING and ORPHAN (no controller owns it: it carries the owner label but lost
     # its owner reference), and a subclass's bits.
     flags: int
-    # Why a container is not running yet (ImagePullBackOff, CrashLoopBackOff...), or "".
-    waiting_reason: str = ""
-    # Container restarts since the pod began running its revision, and the reason the last
-    # container to end gave (OOMKilled, Error...) or "": what a canary is judged by.
-    restarts: int = 0
-    terminated_reason: str = ""
-    # The resource override it was made with (`overrides.ResourceOverride.key`), or "".
-    override: str = ""
+    extras: PodExtras = NO_EXTRAS
 
     @classmethod
     def of(cls, **fields: Any) -> Self:
@@ -128,10 +158,7 @@ class PodInfo:
             "flags": (READY if ready else 0)
             | (DELETING if deleting else 0)
             | (ORPHAN if orphan else 0),
-            "waiting_reason": waiting_reason,
-            "restarts": restarts,
-            "terminated_reason": terminated_reason,
-            "override": override,
+            "extras": pod_extras(waiting_reason, restarts, terminated_reason, override),
         }
 
     @staticmethod
@@ -187,6 +214,22 @@ class PodInfo:
     @property
     def orphan(self) -> bool:
         return bool(self.flags & ORPHAN)
+
+    @property
+    def waiting_reason(self) -> str:
+        return self.extras.waiting_reason
+
+    @property
+    def restarts(self) -> int:
+        return self.extras.restarts
+
+    @property
+    def terminated_reason(self) -> str:
+        return self.extras.terminated_reason
+
+    @property
+    def override(self) -> str:
+        return self.extras.override
 
     @property
     def finished(self) -> bool:
