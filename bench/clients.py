@@ -10,7 +10,7 @@ to the priority level it gets anyway, so its requests are treated exactly as bef
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,16 +82,24 @@ def flow_schemas(client: Client, precedence: int) -> list[dict[str, Any]]:
     ]
 
 
+def samples(metrics: str, name: str) -> Iterator[tuple[dict[str, str], float]]:
+    """The labels and value of each sample of the metric `name` in a /metrics text."""
+    for line in metrics.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        match = _SAMPLE.match(line)
+        if match is None or match["name"] != name:
+            continue
+        labels = {label["key"]: label["value"] for label in _LABEL.finditer(match["labels"])}
+        yield labels, float(match["value"])
+
+
 def dispatched_by_schema(metrics: str) -> dict[str, float]:
     """Requests dispatched so far per FlowSchema, from the API server's /metrics text."""
     totals: dict[str, float] = {}
-    for line in metrics.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None or match["name"] != DISPATCHED:
-            continue
-        labels = {label["key"]: label["value"] for label in _LABEL.finditer(match["labels"])}
+    for labels, value in samples(metrics, DISPATCHED):
         schema = labels.get("flow_schema", "")
-        totals[schema] = totals.get(schema, 0.0) + float(match["value"])
+        totals[schema] = totals.get(schema, 0.0) + value
     return totals
 
 
