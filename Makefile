@@ -189,6 +189,15 @@ bench-flood: bins ## A 1000-node rollout with and without a /metrics scrape floo
 	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --reinstall-package kubeherd --quiet
 	KUBEHERD_OPERATOR_PYTHON=$(CURDIR)/$(RUNTIME_VENV)/bin/python PYTHONPATH=hack:. $(RUN) python -m bench.scrape_flood $(FLOOD_ARGS)
 
+# make bench-refusals: arguments for `python -m bench.refusals`, e.g.
+# REFUSALS_ARGS="--nodes 200 --window 30" or "--cases quota,webhook,policy".
+REFUSALS_ARGS ?=
+
+.PHONY: bench-refusals
+bench-refusals: bins ## Pod creates refused by a quota, a webhook or a policy in a CustomDaemonSet's first minute (own cluster, about 6 min)
+	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --reinstall-package kubeherd --quiet
+	KUBEHERD_OPERATOR_PYTHON=$(CURDIR)/$(RUNTIME_VENV)/bin/python PYTHONPATH=hack:. $(RUN) python -m bench.refusals $(REFUSALS_ARGS)
+
 # make test-kind: kind and its node image, as pytest-kind fetches them (override to taste).
 KIND_VERSION ?= v0.29.0
 KIND_NODE_IMAGE ?= kindest/node:v1.33.1
