@@ -3,7 +3,9 @@ fake nodes, the pod and node watches, one DaemonSet of either kind rolled out an
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import datetime
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -24,6 +26,17 @@ from localcluster.nodes import default_node_manifests
 from localcluster.operator import free_port
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def name_results(arguments: argparse.Namespace, kind: str) -> None:
+    """When a standalone benchmark started (`arguments.started`) and the results file it writes
+    (`arguments.json`: under `--results`, named after that time and `kind`)."""
+    now = datetime.datetime.now(datetime.UTC)
+    arguments.started = now.strftime("%Y-%m-%d %H:%M UTC")
+    arguments.results.mkdir(parents=True, exist_ok=True)
+    arguments.json = arguments.results / f"{now.strftime('%Y%m%d-%H%M%S')}-{kind}.json"
+
+
 RELEASE, RELEASE_NAMESPACE = "kubeherd", "kubeherd-system"
 KUBEHERD, NATIVE = "kubeherd", "native"
 # Holds a benchmark's DaemonSet while its pods are cleaned up: a controller stops at the deletion

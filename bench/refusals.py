@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -33,7 +32,7 @@ from typing import Any
 
 from bench.__main__ import commit, machine
 from bench.api import Api, Json, wait_for
-from bench.harness import REPO, Harness, Options
+from bench.harness import REPO, Harness, Options, name_results
 from bench.refusals_report import PodPosts, markdown, pod_posts
 from bench.refusing import (
     RefusingWebhook,
@@ -346,10 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.render is not None:
         print(markdown(json.loads(arguments.render.read_text())), end="")
         return 0
-    now = datetime.datetime.now(datetime.UTC)
-    arguments.started = now.strftime("%Y-%m-%d %H:%M UTC")
-    arguments.results.mkdir(parents=True, exist_ok=True)
-    arguments.json = arguments.results / f"{now.strftime('%Y%m%d-%H%M%S')}-refusals.json"
+    name_results(arguments, "refusals")
     stopper = Stopper()
     stopper.install()
     binaries = ensure_binaries()

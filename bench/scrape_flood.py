@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import os
 import statistics
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import Api, Json, wait_for
-from bench.harness import KUBEHERD, REPO, Options, bounded, controller_kind
+from bench.harness import KUBEHERD, REPO, Options, bounded, controller_kind, name_results
 from bench.report import publish, report
 from bench.scenarios import Bench
 from bench.workload import custom_daemonset
@@ -457,10 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.render is not None:
         publish(markdown(json.loads(arguments.render.read_text())), arguments)
         return 0
-    now = datetime.datetime.now(datetime.UTC)
-    arguments.started = now.strftime("%Y-%m-%d %H:%M UTC")
-    arguments.results.mkdir(parents=True, exist_ok=True)
-    arguments.json = arguments.results / f"{now.strftime('%Y%m%d-%H%M%S')}-flood.json"
+    name_results(arguments, "flood")
     binaries = ensure_binaries()
     cluster = LocalCluster(arguments.dir, binaries, nodes=arguments.nodes)
     report(f"starting a fresh local cluster in {cluster.folder}")
