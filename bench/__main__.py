@@ -26,7 +26,7 @@ from bench.stopping import Stopper, StopSignalError
 from bench.workload import pod_template
 from kubeherd.kube.limits import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
-from localcluster.cluster import DELETE_COLLECTION_WORKERS, LocalCluster
+from localcluster.cluster import DELETE_COLLECTION_WORKERS, MANY_KWOK_NODES_GRACE, LocalCluster
 
 ALL = ("B1", "B2", "B3", "B4", "B5", "B6")
 # kube-scheduler's own client rate when it is given none: QPS, burst.
@@ -170,10 +170,8 @@ def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
     }
 
 
-# kube-controller-manager's wait for a node heartbeat before it marks the node and its pods not
-# Ready (its default: 50 s). At 5,000 kwok nodes on two cores kwok renews leases late, and the
-# readiness churn it causes is the machine's, not a cluster's: it would rewrite every status.
-NODE_MONITOR_GRACE = "10m"
+# At 5,000 kwok nodes on two cores, readiness churn from late leases would rewrite every status.
+NODE_MONITOR_GRACE = MANY_KWOK_NODES_GRACE
 
 
 def scheduler_client(qps: float | None) -> tuple[float, int] | None:

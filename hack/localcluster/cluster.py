@@ -153,6 +153,13 @@ class Ports:
         return [port for port in self.__dict__.values() if port_is_listening(port)]
 
 
+# kube-controller-manager's wait for a node heartbeat before it marks the node and its pods not
+# Ready (its default: 50 s), for a cluster that runs thousands of kwok nodes on this machine:
+# kwok then renews their leases late, the node controller marks their pods not Ready, and kwok
+# never marks them Ready again. No real cluster of that size sees such churn.
+MANY_KWOK_NODES_GRACE = "10m"
+
+
 class LocalCluster:
     def __init__(
         self,

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client, config
 
 from localcluster.binaries import Binaries
-from localcluster.cluster import LocalCluster
+from localcluster.cluster import MANY_KWOK_NODES_GRACE, LocalCluster
 from localcluster.images import (
     OPERATOR_IMAGE,
     PAUSE_IMAGE,
@@ -129,6 +129,9 @@ def real_cluster(binaries: Binaries) -> Iterator[RealCluster]:
         real_node=True,
         image_archives=tuple(image.archive for image in images),
         pause_image=PAUSE_IMAGE,
+        # The memory test runs thousands of kwok nodes beside the real node; no test here
+        # waits for a node to be marked not Ready.
+        node_monitor_grace=MANY_KWOK_NODES_GRACE,
     )
     cluster.up()
     try:
