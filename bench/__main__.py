@@ -10,7 +10,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -20,6 +19,7 @@ from typing import Any
 from bench.api import ApiError
 from bench.harness import REPO, Options
 from bench.profile import layer_shares
+from bench.provenance import commit
 from bench.report import markdown, plot, publish, report, summarize
 from bench.scenarios import Bench
 from bench.stopping import Stopper, StopSignalError
@@ -130,13 +130,6 @@ def machine() -> str:
     )
 
 
-def commit() -> str:
-    described = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
-    )
-    return described.stdout.strip() or "unknown"
-
-
 def _plain(value: Any) -> Any:
     """An option's value as JSON can hold it."""
     if isinstance(value, frozenset):
@@ -146,11 +139,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
+def meta(options: Options, started: datetime.datetime, kubeherd_commit: str) -> dict[str, Any]:
     limits = WriteLimits()
     return {
-        "started": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "kubeherd_commit": commit(),
+        "started": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "kubeherd_commit": kubeherd_commit,
         "machine": machine(),
         "versions": versions_key(build_steps()).replace("_", ", ").replace("-v", " v"),
         "operator_arguments": list(options.operator_arguments),
@@ -166,7 +159,7 @@ def meta(options: Options, plot_path: str | None) -> dict[str, Any]:
         "runs": options.runs,
         "growth_runs": options.growth_runs,
         "options": {key: _plain(value) for key, value in asdict(options).items()},
-        "plot": plot_path,
+        "plot": None,
     }
 
 
@@ -237,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         render(arguments)
         return 0
     started = time.monotonic()
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    started_at = datetime.datetime.now(datetime.UTC)
+    started_from = commit()
+    stamp = started_at.strftime("%Y%m%d-%H%M%S")
     arguments.results.mkdir(parents=True, exist_ok=True)
     json_path = arguments.results / f"{stamp}.json"
     if arguments.profile:
@@ -255,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(options, cluster, binaries, report)
 
     def save() -> None:
-        document = {"meta": meta(options, None), **asdict(bench.results)}
+        document = {"meta": meta(options, started_at, started_from), **asdict(bench.results)}
         json_path.write_text(json.dumps(document, indent=1) + "\n")
 
     try:

@@ -17,6 +17,7 @@ from bench.api import Api, Json, wait_for
 from bench.cleanup import delete_in_parallel
 from bench.clients import NATIVE_DAEMONSET, Client, flow_schemas, kubeherd_client
 from bench.operator import OperatorProcess
+from bench.provenance import commit
 from bench.stats import Rollout, rollout
 from bench.tracking import NodeTracker, PodTracker
 from bench.workload import BENCH_LABEL, NAMESPACE, custom_daemonset, native_daemonset
@@ -29,10 +30,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def name_results(arguments: argparse.Namespace, kind: str) -> None:
-    """When a standalone benchmark started (`arguments.started`) and the results file it writes
-    (`arguments.json`: under `--results`, named after that time and `kind`)."""
+    """When a standalone benchmark started and from which commit (`arguments.started`,
+    `arguments.commit`), and the results file it writes (`arguments.json`: under `--results`,
+    named after that time and `kind`)."""
     now = datetime.datetime.now(datetime.UTC)
     arguments.started = now.strftime("%Y-%m-%d %H:%M UTC")
+    arguments.commit = commit()
     arguments.results.mkdir(parents=True, exist_ok=True)
     arguments.json = arguments.results / f"{now.strftime('%Y%m%d-%H%M%S')}-{kind}.json"
 

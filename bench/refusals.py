@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.__main__ import commit, machine
+from bench.__main__ import machine
 from bench.api import Api, Json, wait_for
 from bench.harness import REPO, Harness, Options, name_results
 from bench.refusals_report import PodPosts, markdown, pod_posts
@@ -298,7 +298,7 @@ class Refusals:
             "meta": {
                 "started": arguments.started,
                 "completed": self.completed,
-                "kubeherd_commit": commit(),
+                "kubeherd_commit": arguments.commit,
                 "machine": machine(),
                 "nodes": arguments.nodes,
                 "window_seconds": arguments.window,

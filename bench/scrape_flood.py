@@ -327,7 +327,7 @@ class Flood:
         return {
             "meta": {
                 "started": arguments.started,
-                "kubeherd_commit": _commit(),
+                "kubeherd_commit": arguments.commit,
                 "nodes": arguments.nodes,
                 "arms": list(arguments.arms),
                 "runs": arguments.runs,
@@ -338,13 +338,6 @@ class Flood:
             },
             **self.results,
         }
-
-
-def _commit() -> str:
-    described = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
-    )
-    return described.stdout.strip() or "unknown"
 
 
 # The report -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from bench.provenance import commit
 from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.metrics.health import API_REQUESTS, PASS_DURATION
 from kubeherd.metrics.objects import (
@@ -236,14 +237,11 @@ def main(argv: list[str] | None = None) -> int:
 def run_context(seconds: float) -> dict[str, Any]:
     """What a result needs beside its figures: when, which code, and how busy the machine was
     (other work on its cores shows as lag with no scrape at all)."""
-    described = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
-    )
     now = datetime.datetime.now(datetime.UTC)
     return {
         "stamp": now.strftime("%Y%m%d-%H%M%S"),
         "started": now.strftime("%Y-%m-%d %H:%M UTC"),
-        "kubeherd_commit": described.stdout.strip() or "unknown",
+        "kubeherd_commit": commit(),
         "cores": os.cpu_count(),
         "load_average": os.getloadavg()[0],
         "seconds": seconds,
