@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import ApiError
-from bench.harness import REPO, Options
+from bench.harness import Options
 from bench.profile import layer_shares
-from bench.provenance import commit
+from bench.provenance import REPO, commit
 from bench.report import markdown, plot, publish, report, summarize
 from bench.scenarios import Bench
 from bench.stopping import Stopper, StopSignalError
@@ -163,10 +163,6 @@ def meta(options: Options, started: datetime.datetime, kubeherd_commit: str) -> 
     }
 
 
-# At 5,000 kwok nodes on two cores, readiness churn from late leases would rewrite every status.
-NODE_MONITOR_GRACE = MANY_KWOK_NODES_GRACE
-
-
 def scheduler_client(qps: float | None) -> tuple[float, int] | None:
     """kube-scheduler's client (QPS, burst) for --scheduler-qps, with its default's ratio."""
     return None if qps is None else (qps, max(1, round(2 * qps)))
@@ -181,7 +177,7 @@ def local_cluster_settings(scheduler_qps: float | None) -> dict[str, Any]:
         "scheduler_client": "default" if client is None else "--scheduler-qps",
         # kwok's client has no rate limiter: it needs no such option.
         "kwok_client": "unlimited",
-        "node_monitor_grace_period": NODE_MONITOR_GRACE,
+        "node_monitor_grace_period": MANY_KWOK_NODES_GRACE,
         "delete_collection_workers": DELETE_COLLECTION_WORKERS,
     }
 
@@ -245,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         binaries,
         nodes=min((*options.growth, options.nodes)),
         scheduler_client=scheduler_client(options.scheduler_qps),
-        node_monitor_grace=NODE_MONITOR_GRACE,
+        node_monitor_grace=MANY_KWOK_NODES_GRACE,
     )
     bench = Bench(options, cluster, binaries, report)
 

@@ -17,7 +17,7 @@ from bench.api import Api, Json, wait_for
 from bench.cleanup import delete_in_parallel
 from bench.clients import NATIVE_DAEMONSET, Client, flow_schemas, kubeherd_client
 from bench.operator import OperatorProcess
-from bench.provenance import commit
+from bench.provenance import REPO, commit
 from bench.stats import Rollout, rollout
 from bench.tracking import NodeTracker, PodTracker
 from bench.workload import BENCH_LABEL, NAMESPACE, custom_daemonset, native_daemonset
@@ -25,8 +25,6 @@ from localcluster.binaries import Binaries
 from localcluster.cluster import LocalCluster
 from localcluster.nodes import default_node_manifests
 from localcluster.operator import free_port
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def name_results(arguments: argparse.Namespace, kind: str) -> None:

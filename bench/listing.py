@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from bench.api import Api, Json, wait_for
-from bench.harness import REPO, bounded
+from bench.harness import bounded
+from bench.provenance import REPO
 from bench.stopping import Stopper, StopSignalError
 from kubeherd.daemonset.core.pods import OWNER_LABEL
 from kubeherd.daemonset.shell.watches import DaemonPod

@@ -32,7 +32,8 @@ from typing import Any
 
 from bench.__main__ import machine
 from bench.api import Api, Json, wait_for
-from bench.harness import REPO, Harness, Options, name_results
+from bench.harness import Harness, Options, name_results
+from bench.provenance import REPO
 from bench.refusals_report import PodPosts, markdown, pod_posts
 from bench.refusing import (
     RefusingWebhook,

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.api import Api, Json, wait_for
-from bench.harness import KUBEHERD, REPO, Options, bounded, controller_kind, name_results
+from bench.harness import KUBEHERD, Options, bounded, controller_kind, name_results
+from bench.provenance import REPO
 from bench.report import publish, report
 from bench.scenarios import Bench
 from bench.workload import custom_daemonset

@@ -29,7 +29,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from bench.provenance import commit
+from bench.provenance import REPO, commit
 from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.metrics.health import API_REQUESTS, PASS_DURATION
 from kubeherd.metrics.objects import (
@@ -42,7 +42,6 @@ from kubeherd.metrics.objects import (
 from kubeherd.metrics.server import MetricsServer
 
 TICK = 0.001
-REPO = Path(__file__).resolve().parent.parent
 
 
 def daemonset(index: int) -> dict[str, Any]:
