@@ -158,8 +158,8 @@ bench: bins ## Benchmarks vs the native DaemonSet (B1-B5, about 30 min); appends
 	UV_PROJECT_ENVIRONMENT=$(RUNTIME_VENV) $(UV) sync --frozen --no-default-groups --no-editable --reinstall-package kubeherd --quiet
 	KUBEHERD_OPERATOR_PYTHON=$(CURDIR)/$(RUNTIME_VENV)/bin/python PYTHONPATH=hack:. $(RUN) python -m bench $(BENCH_ARGS)
 
-# make bench-scrape: arguments for `python -m bench.scrape_lag`, e.g. SCRAPE_ARGS="--on-loop"
-# (the handler before collection moved off the loop) or "--daemonsets 1000 --concurrency 8".
+# make bench-scrape: arguments for `python -m bench.scrape_lag`, e.g. SCRAPE_ARGS="--concurrency 0"
+# (the loop's lag with no scraper) or "--daemonsets 1000 --concurrency 8".
 SCRAPE_ARGS ?=
 
 .PHONY: bench-scrape

@@ -5,8 +5,8 @@ No cluster: synthetic bodies, shaped as the controllers hold them, feed the real
 the real server. Scrapers in another process (so that reading the pages costs this process
 nothing) ask for gzip, as Prometheus does, back to back. Meanwhile a callback due every
 millisecond records how late the loop runs it: what a watch event, an admission review or
-/healthz would wait. `--on-loop` serves with prometheus_client's aiohttp handler, as kubeherd
-did before collection moved to a worker thread, for comparison.
+/healthz would wait. (The results of the designs before, prometheus_client's handler on the loop
+and then a worker thread, are kept in bench/results and docs/benchmarks.md.)
 """
 
 from __future__ import annotations
@@ -26,18 +26,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-from prometheus_client.aiohttp import make_aiohttp_handler
-
 from bench.provenance import REPO, commit
 from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.metrics.health import API_REQUESTS, PASS_DURATION
 from kubeherd.metrics.objects import (
-    ObjectCollector,
     OperatorCollector,
-    customdaemonset_metrics,
+    OperatorRegistry,
+    customdaemonsets,
     operator_registry,
-    schedulerprofile_metrics,
+    schedulerprofiles,
 )
 from kubeherd.metrics.server import MetricsServer
 
@@ -81,7 +78,7 @@ def schedulerprofile(index: int) -> dict[str, Any]:
     }
 
 
-def registry(daemonsets: int, profiles: int) -> Any:
+def registry(daemonsets: int, profiles: int) -> OperatorRegistry:
     bodies = [daemonset(i) for i in range(daemonsets)]
     scheduler_bodies = [schedulerprofile(i) for i in range(profiles)]
     for verb in ("create", "delete", "patch", "get", "list", "watch"):
@@ -89,20 +86,13 @@ def registry(daemonsets: int, profiles: int) -> Any:
     for kind in ("CustomDaemonSet", "SchedulerProfile"):
         PASS_DURATION.labels(kind).observe(0.05)
     return operator_registry(
-        ObjectCollector(lambda: bodies, customdaemonset_metrics),
-        ObjectCollector(lambda: scheduler_bodies, schedulerprofile_metrics),
+        customdaemonsets(lambda: bodies),
+        schedulerprofiles(lambda: scheduler_bodies),
         OperatorCollector(lambda: True, lambda: {"CustomDaemonSet": (3, 40)}),
     )
 
 
-async def serve(source: Any, on_loop: bool) -> tuple[int, Any]:
-    if on_loop:
-        app = web.Application()
-        app.router.add_get("/metrics", make_aiohttp_handler(source))
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        return int(runner.addresses[0][1]), runner.cleanup
+async def serve(source: OperatorRegistry) -> tuple[int, Any]:
     server = MetricsServer(source, "127.0.0.1:0")
     await server.start()
     return server.port, server.stop
@@ -147,7 +137,7 @@ async def measure(arguments: argparse.Namespace) -> dict[str, Any]:
     built = time.perf_counter()
     source = registry(arguments.daemonsets, arguments.schedulerprofiles)
     build_seconds = time.perf_counter() - built
-    port, stop = await serve(source, arguments.on_loop)
+    port, stop = await serve(source)
     lags: list[float] = []
     scrapes: list[tuple[float, int]] = []
     pauses = record_gc_pauses()
@@ -183,11 +173,7 @@ async def measure(arguments: argparse.Namespace) -> dict[str, Any]:
     lags.sort()
     durations = sorted(seconds for seconds, _ in scrapes)
     return {
-        "mode": "no scrapes"
-        if not arguments.concurrency
-        else "on the loop (before)"
-        if arguments.on_loop
-        else "worker thread (after)",
+        "mode": "written on the loop in slices" if arguments.concurrency else "no scrapes",
         "daemonsets": arguments.daemonsets,
         "concurrency": arguments.concurrency,
         "registry_seconds": build_seconds,
@@ -208,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedulerprofiles", type=int, default=50, help="default: %(default)s")
     parser.add_argument("--concurrency", type=int, default=4, help="scrapers at once")
     parser.add_argument("--seconds", type=float, default=20, help="how long to scrape")
-    parser.add_argument("--on-loop", action="store_true", help="the handler before the change")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)

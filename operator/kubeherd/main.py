@@ -41,12 +41,11 @@ from kubeherd.kube.limits import pool_size
 from kubeherd.kube.outcomes import KubeError
 from kubeherd.metrics.auth import TokenAuthorizer
 from kubeherd.metrics.objects import (
-    ObjectCollector,
     OperatorCollector,
     ReadinessCollector,
-    customdaemonset_metrics,
+    customdaemonsets,
     operator_registry,
-    schedulerprofile_metrics,
+    schedulerprofiles,
 )
 from kubeherd.metrics.server import MetricsServer, tls_context
 from kubeherd.names import CUSTOMDAEMONSET, SCHEDULERPROFILE
@@ -255,8 +254,8 @@ def operator_identity(kube: Kube, webhook: WebhookOptions | None) -> IdentityLoo
 async def serve_metrics(options: OperatorOptions, memo: Runtime) -> MetricsServer:
     address, parts = options.metrics_address, memo.started
     registry = operator_registry(
-        ObjectCollector(parts.daemonsets.bodies, customdaemonset_metrics),
-        ObjectCollector(parts.schedulers.bodies, schedulerprofile_metrics),
+        customdaemonsets(parts.daemonsets.bodies),
+        schedulerprofiles(parts.schedulers.bodies),
         ReadinessCollector(memo.readiness),
         OperatorCollector(
             memo.active,

@@ -8,13 +8,12 @@ import asyncio
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 from yarl import URL
 
 from kubeherd.kopf_watches import KopfWatches
 from kubeherd.kube.http import ApiSession
 from kubeherd.kube.login import Login
-from kubeherd.metrics.objects import ReadinessCollector
+from kubeherd.metrics.objects import ReadinessCollector, operator_registry
 from kubeherd.readiness import Readiness
 from tests.unit.loopback import serving
 from tests.unit.test_metrics import samples
@@ -71,8 +70,7 @@ def test_a_standby_does_not_need_kopfs_watches_nor_shows_them() -> None:
     KopfWatches(readiness, (), needed=lambda: active)
 
     assert readiness.verdict().lines == ("[+]started ok", "[+]watch nodes ok")
-    registry = CollectorRegistry()
-    registry.register(ReadinessCollector(readiness))
+    registry = operator_registry(ReadinessCollector(readiness))
     listed = {
         dict(labels)["resource"]: value
         for (name, labels), value in samples(registry).items()

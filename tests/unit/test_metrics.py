@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubeherd.daemonset.shell.api import DaemonSetApi
@@ -16,6 +16,7 @@ from kubeherd.events import EventBudget, EventRecorder
 from kubeherd.kube.client import Kube
 from kubeherd.kube.limits import WriteLimits
 from kubeherd.kube.wire import request_verb
+from kubeherd.metrics.exposition import Pacer
 from kubeherd.metrics.health import (
     API_REQUESTS,
     API_RETRIES,
@@ -23,11 +24,11 @@ from kubeherd.metrics.health import (
     PASS_DURATION,
 )
 from kubeherd.metrics.objects import (
-    ObjectCollector,
     OperatorCollector,
-    customdaemonset_metrics,
+    OperatorRegistry,
+    customdaemonsets,
     operator_registry,
-    schedulerprofile_metrics,
+    schedulerprofiles,
 )
 from kubeherd.metrics.server import MetricsServer, parse_address
 from kubeherd.runner import KeyedRunner, Marks
@@ -39,8 +40,9 @@ ALL = "0.0.0.0"  # noqa: S104
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def samples(registry: CollectorRegistry) -> Samples:
-    text = generate_latest(registry).decode()
+def samples(registry: OperatorRegistry) -> Samples:
+    page = registry.page(generate_latest, openmetrics=False, gzipped=False, pacer=Pacer())
+    text = asyncio.run(page).decode()
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(text)
@@ -83,8 +85,7 @@ def test_a_customdaemonset_has_every_daemonset_gauge_of_kube_state_metrics() -> 
             ],
         )
     ]
-    registry = CollectorRegistry()
-    registry.register(ObjectCollector(lambda: bodies, customdaemonset_metrics))
+    registry = operator_registry(customdaemonsets(lambda: bodies))
     found = samples(registry)
     prefix = "kubeherd_customdaemonset_"
     expected = {
@@ -109,8 +110,7 @@ def test_a_customdaemonset_has_every_daemonset_gauge_of_kube_state_metrics() -> 
 
 def test_a_status_not_written_yet_reads_zero_and_a_deleted_object_has_no_series() -> None:
     bodies = [cds("agent"), cds("gone", desiredNumberScheduled=2)]
-    registry = CollectorRegistry()
-    registry.register(ObjectCollector(lambda: bodies, customdaemonset_metrics))
+    registry = operator_registry(customdaemonsets(lambda: bodies))
     desired = "kubeherd_customdaemonset_status_desired_number_scheduled"
     assert samples(registry)[(desired, labels("agent"))] == 0
     assert (desired, labels("gone")) in samples(registry)
@@ -127,8 +127,7 @@ def test_the_current_templates_canary_has_one_series_per_phase() -> None:
         cds("older", updateRevision="older-r3", canary={"revision": "older-r2", "phase": "Failed"}),
         cds("none", updateRevision="none-r1"),
     ]
-    registry = CollectorRegistry()
-    registry.register(ObjectCollector(lambda: bodies, customdaemonset_metrics))
+    registry = operator_registry(customdaemonsets(lambda: bodies))
     found = samples(registry)
     canary = "kubeherd_customdaemonset_canary"
 
@@ -156,8 +155,7 @@ def test_a_schedulerprofile_has_its_replicas_leader_and_validity() -> None:
         profile("scaled-down", {"replicas": 0}, valid),
         profile("invalid", {}, {"conditions": [{"type": "Valid", "status": "False"}]}),
     ]
-    registry = CollectorRegistry()
-    registry.register(ObjectCollector(lambda: bodies, schedulerprofile_metrics))
+    registry = operator_registry(schedulerprofiles(lambda: bodies))
     found = samples(registry)
 
     def get(metric: str, name: str) -> float | None:
@@ -183,8 +181,7 @@ def test_the_operator_says_whether_it_works_and_what_waits() -> None:
     collector = OperatorCollector(
         lambda: active[0], lambda: {"CustomDaemonSet": (2, 40), "SchedulerProfile": (0, 0)}
     )
-    registry = CollectorRegistry()
-    registry.register(collector)
+    registry = operator_registry(collector)
     found = samples(registry)
     assert found[("kubeherd_active", ())] == 1
     assert found[("kubeherd_workqueue_depth", (("kind", "CustomDaemonSet"),))] == 2
@@ -280,9 +277,7 @@ def test_events_over_the_budget_are_counted_as_dropped() -> None:
 
 
 def test_the_endpoint_serves_the_registry_over_http() -> None:
-    registry = operator_registry(
-        ObjectCollector(lambda: [cds("agent", desiredNumberScheduled=1)], customdaemonset_metrics)
-    )
+    registry = operator_registry(customdaemonsets(lambda: [cds("agent", desiredNumberScheduled=1)]))
 
     async def scrape() -> str:
         server = MetricsServer(registry, "127.0.0.1:0")

@@ -18,7 +18,7 @@ from kubeherd.admission.certificates import issue
 from kubeherd.kube.kinds import Kind
 from kubeherd.kube.outcomes import KubeError, Outcome
 from kubeherd.metrics.auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
-from kubeherd.metrics.objects import ObjectCollector, customdaemonset_metrics, operator_registry
+from kubeherd.metrics.objects import customdaemonsets, operator_registry
 from kubeherd.metrics.server import MetricsServer, tls_context
 
 # token -> the user it belongs to; users allowed to get /metrics.
@@ -143,9 +143,7 @@ async def fetch(url: str, token: str | None, context: ssl.SSLContext | bool) -> 
 
 
 def secure_server(context: ssl.SSLContext) -> MetricsServer:
-    registry = operator_registry(
-        ObjectCollector(lambda: [{"metadata": {"name": "agent"}}], customdaemonset_metrics)
-    )
+    registry = operator_registry(customdaemonsets(lambda: [{"metadata": {"name": "agent"}}]))
     return MetricsServer(
         registry, "127.0.0.1:0", authorizer=TokenAuthorizer(FakeApiServer()), tls=context
     )

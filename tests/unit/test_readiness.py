@@ -10,11 +10,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry
 
 from kubeherd.daemonset.shell.watches import Watches
 from kubeherd.kube import reflector as reflector_module
-from kubeherd.metrics.objects import ReadinessCollector
+from kubeherd.metrics.objects import ReadinessCollector, operator_registry
 from kubeherd.probes import HealthServer
 from kubeherd.readiness import Readiness
 from tests.unit.test_metrics import samples
@@ -97,8 +96,7 @@ def test_the_metrics_show_readiness_and_each_watch() -> None:
     readiness.watch("nodes").failed(RuntimeError(FORBIDDEN))
     readiness.watch("pods").has_listed()
     clock.now += 42
-    registry = CollectorRegistry()
-    registry.register(ReadinessCollector(readiness))
+    registry = operator_registry(ReadinessCollector(readiness))
 
     found = samples(registry)
 

@@ -9,7 +9,8 @@ per pod: the series grow with the objects, not with the cluster."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -18,13 +19,24 @@ from prometheus_client.registry import Collector
 
 from kubeherd.api.customdaemonset_reasons import IneligibleReason
 from kubeherd.meta import parse_time
+from kubeherd.metrics.exposition import (
+    LINES_PER_PIECE,
+    Body,
+    ObjectGauge,
+    Pacer,
+    PageWriter,
+    Sample,
+    label_text,
+    write_object_gauges,
+)
 from kubeherd.metrics.health import INSTRUMENTS
 from kubeherd.readiness import Readiness
 
-Body = Mapping[str, Any]
+# How prometheus_client writes its collectors in the format asked for (`choose_encoder`).
+Encoder = Callable[[CollectorRegistry], bytes]
+OPENMETRICS_END = b"# EOF\n"
 
 CDS_PREFIX = "kubeherd_customdaemonset_"
-CDS_LABELS = ["namespace", "customdaemonset"]
 # (the name after the prefix, the status field, the help), as kube-state-metrics has them.
 CDS_STATUS_GAUGES = (
     ("status_current_number_scheduled", "currentNumberScheduled",
@@ -47,12 +59,6 @@ CDS_STATUS_GAUGES = (
 CANARY_PHASES = ("Running", "Paused", "Failed", "Passed")
 
 SP_PREFIX = "kubeherd_schedulerprofile_"
-SP_LABELS = ["namespace", "schedulerprofile"]
-
-
-def _identity(body: Body) -> tuple[str, str]:
-    metadata = body.get("metadata") or {}
-    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
 def _number(value: Any) -> float:
@@ -67,51 +73,61 @@ def _condition_true(body: Body, type_: str) -> bool:
     return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
 
 
-def customdaemonset_metrics(bodies: Iterable[Body]) -> list[Metric]:
-    gauges = {
-        suffix: GaugeMetricFamily(CDS_PREFIX + suffix, text, labels=CDS_LABELS)
-        for suffix, _, text in CDS_STATUS_GAUGES
-    }
-    generation = GaugeMetricFamily(
-        CDS_PREFIX + "metadata_generation", "The spec's generation.", labels=CDS_LABELS
-    )
-    created = GaugeMetricFamily(
-        CDS_PREFIX + "created", "Unix creation timestamp.", labels=CDS_LABELS
-    )
-    ineligible = GaugeMetricFamily(
+def _status_field(field: str) -> Callable[[Body], Iterable[Sample]]:
+    def sample(body: Body) -> Iterable[Sample]:
+        return (((), _number((body.get("status") or {}).get(field))),)
+
+    return sample
+
+
+def _generation(body: Body) -> Iterable[Sample]:
+    return (((), _number((body.get("metadata") or {}).get("generation"))),)
+
+
+def _created(body: Body) -> Iterable[Sample]:
+    timestamp = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
+    return () if timestamp is None else (((), timestamp),)
+
+
+def _ineligible_by_reason(body: Body) -> Iterable[Sample]:
+    by_reason = dict.fromkeys((reason.value for reason in IneligibleReason), 0.0)
+    for group in (body.get("status") or {}).get("ineligibleNodes") or []:
+        reason = str(group.get("reason") or "")
+        by_reason[reason] = by_reason.get(reason, 0.0) + _number(group.get("count"))
+    return [((reason,), count) for reason, count in by_reason.items()]
+
+
+def _canary_phase(body: Body) -> Iterable[Sample]:
+    status = body.get("status") or {}
+    recorded = status.get("canary") or {}
+    if not recorded or recorded.get("revision") != status.get("updateRevision"):
+        return ()
+    return [((phase,), float(recorded.get("phase") == phase)) for phase in CANARY_PHASES]
+
+
+CUSTOMDAEMONSET_GAUGES = (
+    *(
+        ObjectGauge(CDS_PREFIX + suffix, text, _status_field(field))
+        for suffix, field, text in CDS_STATUS_GAUGES
+    ),
+    ObjectGauge(CDS_PREFIX + "metadata_generation", "The spec's generation.", _generation),
+    ObjectGauge(CDS_PREFIX + "created", "Unix creation timestamp.", _created),
+    ObjectGauge(
         CDS_PREFIX + "ineligible_nodes",
         "Nodes without a daemon pod because they are not eligible, by reason (status."
         "ineligibleNodes); kubeherd's own, with no kube-state-metrics counterpart.",
-        labels=[*CDS_LABELS, "reason"],
-    )
-    canary = GaugeMetricFamily(
+        _ineligible_by_reason,
+        ("reason",),
+    ),
+    ObjectGauge(
         CDS_PREFIX + "canary",
         "1 for the phase the current template's canary is in (status.canary.phase: Running, "
         "Paused, Failed or Passed), 0 for the others; no series without a canary. kubeherd's "
         "own.",
-        labels=[*CDS_LABELS, "phase"],
-    )
-    for body in bodies:
-        identity = list(_identity(body))
-        status = body.get("status") or {}
-        recorded = status.get("canary") or {}
-        if recorded and recorded.get("revision") == status.get("updateRevision"):
-            for phase in CANARY_PHASES:
-                canary.add_metric([*identity, phase], float(recorded.get("phase") == phase))
-        for suffix, field, _ in CDS_STATUS_GAUGES:
-            gauges[suffix].add_metric(identity, _number(status.get(field)))
-        metadata = body.get("metadata") or {}
-        generation.add_metric(identity, _number(metadata.get("generation")))
-        timestamp = parse_time(metadata.get("creationTimestamp"))
-        if timestamp is not None:
-            created.add_metric(identity, timestamp)
-        by_reason = dict.fromkeys((reason.value for reason in IneligibleReason), 0.0)
-        for group in status.get("ineligibleNodes") or []:
-            reason = str(group.get("reason") or "")
-            by_reason[reason] = by_reason.get(reason, 0.0) + _number(group.get("count"))
-        for reason, count in by_reason.items():
-            ineligible.add_metric([*identity, reason], count)
-    return [*gauges.values(), generation, created, ineligible, canary]
+        _canary_phase,
+        ("phase",),
+    ),
+)
 
 
 def leader_expected(body: Body) -> bool:
@@ -121,53 +137,65 @@ def leader_expected(body: Body) -> bool:
     return bool(election.get("leaderElect", True)) and _number(spec.get("replicas", 1)) > 0
 
 
-def schedulerprofile_metrics(bodies: Iterable[Body]) -> list[Metric]:
-    replicas = GaugeMetricFamily(
-        SP_PREFIX + "spec_replicas", "Scheduler pods asked for.", labels=SP_LABELS
-    )
-    ready = GaugeMetricFamily(
-        SP_PREFIX + "status_ready_replicas", "Ready scheduler pods.", labels=SP_LABELS
-    )
-    leader = GaugeMetricFamily(
+def _replicas(body: Body) -> Iterable[Sample]:
+    return (((), _number((body.get("spec") or {}).get("replicas", 1))),)
+
+
+def _leader(body: Body) -> Iterable[Sample]:
+    if not leader_expected(body):
+        return ()
+    return (((), 1.0 if (body.get("status") or {}).get("leader") else 0.0),)
+
+
+def _valid(body: Body) -> Iterable[Sample]:
+    return (((), 1.0 if _condition_true(body, "Valid") else 0.0),)
+
+
+SCHEDULERPROFILE_GAUGES = (
+    ObjectGauge(SP_PREFIX + "spec_replicas", "Scheduler pods asked for.", _replicas),
+    ObjectGauge(
+        SP_PREFIX + "status_ready_replicas", "Ready scheduler pods.", _status_field("readyReplicas")
+    ),
+    ObjectGauge(
         SP_PREFIX + "leader",
         "1 while a scheduler pod holds the Lease, else 0; only where leader election is on "
         "and a replica is asked for.",
-        labels=SP_LABELS,
-    )
-    valid = GaugeMetricFamily(
+        _leader,
+    ),
+    ObjectGauge(
         SP_PREFIX + "valid",
         "1 while the Valid condition is True (the spec passed every check), else 0.",
-        labels=SP_LABELS,
-    )
-    for body in bodies:
-        identity = list(_identity(body))
-        spec, status = body.get("spec") or {}, body.get("status") or {}
-        replicas.add_metric(identity, _number(spec.get("replicas", 1)))
-        ready.add_metric(identity, _number(status.get("readyReplicas")))
-        if leader_expected(body):
-            leader.add_metric(identity, 1.0 if status.get("leader") else 0.0)
-        valid.add_metric(identity, 1.0 if _condition_true(body, "Valid") else 0.0)
-    return [replicas, ready, leader, valid]
+        _valid,
+    ),
+)
 
 
-class ObjectCollector(Collector):
-    """Gauges computed at each scrape from what `bodies` returns then."""
+@dataclass(frozen=True)
+class ObjectCollector:
+    """The gauges of one kind's objects, from the bodies `bodies` returns at each scrape, each
+    labelled `namespace` and `kind_label` (its name)."""
 
-    def __init__(
-        self, bodies: Callable[[], Iterable[Body]], build: Callable[[Iterable[Body]], list[Metric]]
-    ) -> None:
-        self._bodies = bodies
-        self._build = build
+    bodies: Callable[[], Iterable[Body]]
+    gauges: tuple[ObjectGauge, ...]
+    kind_label: str
 
-    def collect(self) -> Iterator[Metric]:
-        yield from self._build(list(self._bodies()))
+    def identity(self, body: Body) -> str:
+        """The object's label set, without braces; sorted by name, as prometheus_client does."""
+        metadata = body.get("metadata") or {}
+        labels = {
+            "namespace": str(metadata.get("namespace") or ""),
+            self.kind_label: str(metadata.get("name") or ""),
+        }
+        names = sorted(labels)
+        return label_text(names, [labels[name] for name in names])
 
-    def snapshot(self) -> ObjectCollector:
-        # Only the list is copied, not the bodies: the controllers never change a body in
-        # place, they replace it (a new dict for each watch event and each status written), so
-        # the bodies listed now read the same from any thread later.
-        bodies = list(self._bodies())
-        return ObjectCollector(lambda: bodies, self._build)
+
+def customdaemonsets(bodies: Callable[[], Iterable[Body]]) -> ObjectCollector:
+    return ObjectCollector(bodies, CUSTOMDAEMONSET_GAUGES, "customdaemonset")
+
+
+def schedulerprofiles(bodies: Callable[[], Iterable[Body]]) -> ObjectCollector:
+    return ObjectCollector(bodies, SCHEDULERPROFILE_GAUGES, "schedulerprofile")
 
 
 class OperatorCollector(Collector):
@@ -201,10 +229,6 @@ class OperatorCollector(Collector):
             depth.add_metric([kind], float(objects))
             dirty.add_metric([kind], float(nodes))
         yield from (active, depth, dirty)
-
-    def snapshot(self) -> OperatorCollector:
-        active, waiting = self._active(), dict(self._waiting())
-        return OperatorCollector(lambda: active, lambda: waiting)
 
 
 WATCH_LABELS = ["resource", "watched_namespace"]
@@ -253,53 +277,47 @@ class ReadinessCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from readiness_metrics(self._readiness)
 
-    def snapshot(self) -> Collector:
-        metrics = readiness_metrics(self._readiness)
-        return _Fixed(metrics)
 
+class OperatorRegistry:
+    """The health instruments and the collectors of one operator's run, and the per-object
+    gauges. Everything is read on the event loop, where the controllers change their state:
+    the small collectors at once, through prometheus_client; the objects' bodies listed at
+    once (the controllers replace a body, never change one in place, so the list reads the
+    same later) and written a slice of the loop's time at a time (metrics.exposition)."""
 
-class _Fixed(Collector):
-    def __init__(self, metrics: list[Metric]) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self._metrics
-
-
-@runtime_checkable
-class LoopStateCollector(Protocol):
-    """A collector of state that only the event loop may read (the controllers' dicts, which
-    the loop changes between any two of its steps): `snapshot`, called on the loop, copies
-    what it needs, cheaply, into a collector that any thread may collect."""
-
-    def snapshot(self) -> Collector: ...
-
-
-class OperatorRegistry(CollectorRegistry):
-    """The health instruments and the per-object collectors of one operator's run.
-
-    Collected as it is, it reads the controllers' state directly, which is only safe on the
-    event loop. `snapshot` (on the loop) gives a registry that a worker thread may collect and
-    render while the loop goes on: the instruments as they are, since prometheus_client locks
-    their values, and a snapshot of each collector of loop state."""
-
-    def __init__(self, collectors: Iterable[Collector]) -> None:
-        super().__init__(auto_describe=True)
-        self._collectors = (*INSTRUMENTS, *collectors)
-        for collector in self._collectors:
-            self.register(collector)
-
-    def snapshot(self) -> CollectorRegistry:
-        # No auto_describe: it would collect each collector once more, to learn its names.
-        frozen = CollectorRegistry(auto_describe=False)
-        for collector in self._collectors:
-            if isinstance(collector, LoopStateCollector):
-                frozen.register(collector.snapshot())
+    def __init__(self, collectors: Iterable[Collector | ObjectCollector]) -> None:
+        self._collected = CollectorRegistry(auto_describe=True)
+        objects: list[ObjectCollector] = []
+        for collector in (*INSTRUMENTS, *collectors):
+            if isinstance(collector, ObjectCollector):
+                objects.append(collector)
             else:
-                frozen.register(collector)
-        return frozen
+                self._collected.register(collector)
+        self._objects = tuple(objects)
+
+    async def page(
+        self, encode: Encoder, *, openmetrics: bool, gzipped: bool, pacer: Pacer
+    ) -> bytes:
+        """The whole page in the format of `encode` (OpenMetrics, or Prometheus' text format),
+        gzip-compressed if asked."""
+        listed = [(objects, list(objects.bodies())) for objects in self._objects]
+        writer = PageWriter(gzipped=gzipped)
+        # OpenMetrics ends the page with a marker: the objects' gauges go before it.
+        writer.write(encode(self._collected).removesuffix(OPENMETRICS_END))
+        for objects, bodies in listed:
+            identities = []
+            for body in bodies:
+                identities.append(objects.identity(body))
+                if len(identities) % LINES_PER_PIECE == 0:
+                    await pacer.pause_if_due()
+            await write_object_gauges(
+                writer, objects.gauges, identities, bodies, pacer, openmetrics=openmetrics
+            )
+        if openmetrics:
+            writer.write(OPENMETRICS_END)
+        return writer.body()
 
 
-def operator_registry(*collectors: Collector) -> OperatorRegistry:
+def operator_registry(*collectors: Collector | ObjectCollector) -> OperatorRegistry:
     """A registry of the health instruments and these collectors, for one operator's run."""
     return OperatorRegistry(collectors)

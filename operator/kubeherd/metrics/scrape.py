@@ -1,63 +1,25 @@
-"""Collecting and rendering `/metrics` off the event loop, one collection at a time.
+"""Serving `/metrics` without stalling the event loop, one collection per format at a time.
 
-With thousands of CustomDaemonSets a collection takes a large fraction of a second of pure
-Python. On the operator's event loop it would stall the controllers, the admission webhook and
-Kopf's `/healthz` for that long, once per request: a few concurrent scrapes would fail the
-liveness probe. Here the loop only takes a snapshot of what the controllers hold (a list of
-references), and one worker thread builds, renders and compresses the page. Requests that
-arrive while a collection of their format runs wait for it and get its page, so a flood of
-scrapes costs one collection at a time, not one each.
+With thousands of CustomDaemonSets a page holds about a hundred thousand samples. Written in
+one go on the operator's event loop, it would stall the controllers, the admission webhook and
+Kopf's `/healthz` for that long, once per request. Nor does a worker thread help: it shares the
+interpreter with the loop, which then waits for the interpreter lock at each of its system calls.
+So the page is written on the loop, a slice of time at a time (metrics.exposition), and requests
+that arrive while a page of their format is being written wait for it and get it, so a flood of
+scrapes costs one page at a time, not one each.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
-import gzip
-import os
-import sys
-import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import Collector
 
-from kubeherd.metrics.objects import LoopStateCollector
+from kubeherd.metrics.exposition import DEFAULT_SLICE_SECONDS, Pacer
+from kubeherd.metrics.objects import Encoder, OperatorRegistry
 
-WORKER_NICENESS = 10
-# How soon the worker hands the interpreter back to the loop's thread while it collects.
-COLLECTING_SWITCH_INTERVAL = 0.001
-
-
-@contextlib.contextmanager
-def loop_first() -> Iterator[None]:
-    """While a collection runs in the worker, the loop's thread waits as little as it can.
-
-    The thread wakes after each system call and must get the interpreter lock back from the
-    worker: Python makes it wait a switch interval (5 ms by default) each time, and serving one
-    request takes several. And the collection's many short-lived objects set off the cyclic
-    garbage collector's full passes, which stop every thread; reference counting frees those
-    objects anyway. Both are process-wide settings: only this single worker changes them, and
-    puts them back when the collection ends."""
-    interval, collecting_garbage = sys.getswitchinterval(), gc.isenabled()
-    sys.setswitchinterval(min(interval, COLLECTING_SWITCH_INTERVAL))
-    gc.disable()
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
-        if collecting_garbage:
-            gc.enable()
-
-
-def _yield_the_cpu() -> None:
-    """On a busy node the worker and the loop's thread compete for a CPU too: the worker, niced,
-    lets the system run the loop's thread first (Linux nices a single thread by its id)."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+OPENMETRICS_TYPE = "application/openmetrics-text"
 
 
 @dataclass(frozen=True)
@@ -70,13 +32,14 @@ class Page:
 
 
 class Scraper:
-    def __init__(self, source: Collector) -> None:
-        self._source = source
-        # A single worker: collections never run side by side, whatever the requests' formats.
-        self._worker = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="kubeherd-metrics", initializer=_yield_the_cpu
-        )
-        self._running: dict[tuple[str, bool], asyncio.Future[Page]] = {}
+    def __init__(
+        self, registry: OperatorRegistry, slice_seconds: float = DEFAULT_SLICE_SECONDS
+    ) -> None:
+        self._registry = registry
+        self._slice_seconds = slice_seconds
+        self._running: dict[tuple[str, bool], asyncio.Task[Page]] = {}
+        # How often the pages written so far handed the loop back: for the tests.
+        self.pauses = 0
 
     async def page(self, accept: str, gzip_accepted: bool) -> Page:
         """The metrics in the format the Accept header asks for, compressed if asked."""
@@ -84,24 +47,25 @@ class Scraper:
         key = (content_type, gzip_accepted)
         running = self._running.get(key)
         if running is None:
-            # The snapshot is the only part on the loop: it must not see a controller's state
-            # halfway through a change, and it costs a list copy.
-            source = self._source
-            if isinstance(source, LoopStateCollector):
-                source = source.snapshot()
-
-            def render() -> Page:
-                with loop_first():
-                    body = encode(source)
-                if gzip_accepted:
-                    body = gzip.compress(body, compresslevel=6)
-                return Page(body, content_type, gzip_accepted)
-
-            running = asyncio.get_running_loop().run_in_executor(self._worker, render)
+            running = asyncio.create_task(self._write(encode, content_type, gzip_accepted))
             self._running[key] = running
             running.add_done_callback(lambda _: self._running.pop(key, None))
         # Shielded: a client that hangs up must not cancel the page others wait for.
         return await asyncio.shield(running)
 
-    def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
+    async def _write(self, encode: Encoder, content_type: str, gzipped: bool) -> Page:
+        pacer = Pacer(self._slice_seconds)
+        openmetrics = content_type.startswith(OPENMETRICS_TYPE)
+        try:
+            body = await self._registry.page(
+                encode, openmetrics=openmetrics, gzipped=gzipped, pacer=pacer
+            )
+        finally:
+            self.pauses += pacer.pauses
+        return Page(body, content_type, gzipped)
+
+    async def close(self) -> None:
+        running = list(self._running.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

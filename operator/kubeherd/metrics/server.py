@@ -1,6 +1,6 @@
 """The `/metrics` endpoint: plain HTTP, or (`--metrics-secure`) HTTPS where each request's
-bearer token must be allowed to get `/metrics` (metrics.auth). The page is collected in a worker
-thread (metrics.scrape): the event loop only serves the request."""
+bearer token must be allowed to get `/metrics` (metrics.auth). The page is written a slice of
+the event loop's time at a time (metrics.scrape), so the controllers go on meanwhile."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 from aiohttp import hdrs, web
 from prometheus_client.exposition import gzip_accepted
-from prometheus_client.registry import Collector
 
 from kubeherd.admission.certificates import issue
 from kubeherd.metrics.auth import TokenAuthorizer
+from kubeherd.metrics.objects import OperatorRegistry
 from kubeherd.metrics.scrape import Scraper
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def tls_context(cert_dir: Path | None) -> ssl.SSLContext:
 class MetricsServer:
     def __init__(
         self,
-        registry: Collector,
+        registry: OperatorRegistry,
         address: str,
         *,
         authorizer: TokenAuthorizer | None = None,
@@ -100,4 +100,4 @@ class MetricsServer:
 
     async def stop(self) -> None:
         await self._runner.cleanup()
-        self._scraper.close()
+        await self._scraper.close()
