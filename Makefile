@@ -146,6 +146,17 @@ test: lint test-tools images ## Lint, then every test against local control plan
 	@# pytest exits 5 when it collected no tests: that must fail, not pass quietly.
 	$(RUN) pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest collected no tests" >&2; exit $$rc; }
 
+# make test-memory: the size of the real-node memory test run alone (make test runs 2000 x 5),
+# and the local kube-scheduler's client QPS (its default binds about 50 pods a second).
+MEMORY_NODES ?= 2000
+MEMORY_DAEMONSETS ?= 5
+MEMORY_SCHEDULER_QPS ?= 500
+
+.PHONY: test-memory
+test-memory: lint test-tools images ## The chart's default memory limit on the real node at MEMORY_NODES x MEMORY_DAEMONSETS
+	KUBEHERD_MEMORY_TEST_NODES=$(MEMORY_NODES) KUBEHERD_MEMORY_TEST_DAEMONSETS=$(MEMORY_DAEMONSETS) \
+	  KUBEHERD_REAL_SCHEDULER_QPS=$(MEMORY_SCHEDULER_QPS) $(RUN) pytest tests/realnode/test_operator_memory.py -s $(PYTEST_ARGS)
+
 # make bench: arguments for `python -m bench`, e.g. BENCH_ARGS="--nodes 500 --runs 1 --only B1,B3".
 BENCH_ARGS ?=
 
