@@ -418,7 +418,7 @@ def test_creates_refused_by_a_quota_warn_and_converge_once_it_allows(
 REFUSING_NODES = 200
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # How long the refused creates are counted, and the operator's --max-create-backoff in tests.
-REFUSAL_WINDOW, MAX_CREATE_BACKOFF = 60.0, 4.0
+REFUSAL_WINDOW, MAX_CREATE_BACKOFF = 20.0, 4.0
 # Well within the first retry's backoff (1 s), and past the first pass's last answer.
 FIRST_PASS_ANSWERED = 0.2
 
