@@ -40,6 +40,7 @@ from bench.harness import KUBEHERD, Options, bounded, controller_kind, name_resu
 from bench.provenance import REPO
 from bench.report import publish, report
 from bench.scenarios import Bench
+from bench.stopping import Stopper, StopSignalError
 from bench.workload import custom_daemonset
 from localcluster.binaries import ensure_binaries
 from localcluster.cluster import LocalCluster
@@ -451,16 +452,22 @@ def main(argv: list[str] | None = None) -> int:
         publish(markdown(json.loads(arguments.render.read_text())), arguments)
         return 0
     name_results(arguments, "flood")
+    stopper = Stopper()
+    stopper.install()
     binaries = ensure_binaries()
     cluster = LocalCluster(arguments.dir, binaries, nodes=arguments.nodes)
-    report(f"starting a fresh local cluster in {cluster.folder}")
-    cluster.down(quiet=True)
-    cluster.up()
     options = Options(nodes=arguments.nodes, operator_arguments=tuple(arguments.operator_arg))
     flood = Flood(Bench(options, cluster, binaries, report), arguments)
     try:
-        asyncio.run(_measure_and_tear_down(flood))
+        report(f"starting a fresh local cluster in {cluster.folder}")
+        cluster.down(quiet=True)
+        cluster.up()
+        asyncio.run(stopper.run(_measure_and_tear_down(flood)))
+    except (StopSignalError, KeyboardInterrupt):
+        report("stopped: stopping the local cluster")
+        return stopper.exit_status if stopper.received is not None else 130
     finally:
+        stopper.cleaning_up()
         if not arguments.keep:
             cluster.down()
     publish(markdown(flood.document()), arguments)
