@@ -14,7 +14,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser
 
 from kubeherd.metrics.objects import OperatorRegistry, customdaemonsets, operator_registry
-from kubeherd.metrics.scrape import Scraper
+from kubeherd.metrics.scrape import REUSE_FACTOR, Scraper
 from kubeherd.metrics.server import MetricsServer
 
 # prometheus_client's strict OpenMetrics parser, typed.
@@ -91,21 +91,45 @@ def test_a_large_page_is_written_in_pieces_between_which_the_loop_runs_others() 
     assert body.count(b"kubeherd_customdaemonset_status_desired_number_scheduled{") == 2000
 
 
-def test_concurrent_scrapes_share_one_page() -> None:
+class Clock:
+    """A monotonic clock the test moves; listing the bodies takes a second of it."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_concurrent_scrapes_share_one_page_and_a_page_just_written_is_served_again() -> None:
+    clock = Clock()
     listing = Listing(daemonsets(10))
-    scraper = Scraper(operator_registry(customdaemonsets(listing)))
 
-    async def scenario() -> tuple[list[bytes], int, int]:
+    def slow_listing() -> list[dict[str, Any]]:
+        clock.now += 1.0
+        return listing()
+
+    scraper = Scraper(operator_registry(customdaemonsets(slow_listing)), clock=clock)
+
+    async def scenario() -> tuple[list[bytes], list[int]]:
+        listings = []
         pages = await asyncio.gather(*(scraper.page("", gzip_accepted=True) for _ in range(10)))
-        shared = listing.listings
-        # Once the page is served, the next scrape writes one afresh.
-        await scraper.page("", gzip_accepted=True)
-        return [page.body for page in pages], shared, listing.listings
+        listings.append(listing.listings)
+        # Written from 100 to 101: for REUSE_FACTOR seconds more it is served as it is.
+        clock.now = 101.0 + REUSE_FACTOR - 0.1
+        pages.append(await scraper.page("", gzip_accepted=True))
+        listings.append(listing.listings)
+        # Another format is a page of its own.
+        await scraper.page("", gzip_accepted=False)
+        listings.append(listing.listings)
+        clock.now = 101.0 + REUSE_FACTOR + 0.1
+        pages.append(await scraper.page("", gzip_accepted=True))
+        listings.append(listing.listings)
+        return [page.body for page in pages], listings
 
-    bodies, shared, after_one_more = asyncio.run(scenario())
-    assert shared == 1
-    assert len(set(bodies)) == 1
-    assert after_one_more == 2
+    bodies, listings = asyncio.run(scenario())
+    assert len(set(bodies[:11])) == 1
+    assert listings == [1, 1, 2, 3]
 
 
 def test_a_page_shows_the_objects_as_they_were_when_the_scrape_began() -> None:
