@@ -14,7 +14,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser
 
 from kubeherd.metrics.objects import OperatorRegistry, customdaemonsets, operator_registry
-from kubeherd.metrics.scrape import REUSE_FACTOR, Scraper
+from kubeherd.metrics.scrape import REST_FACTOR, Scraper
 from kubeherd.metrics.server import MetricsServer
 
 # prometheus_client's strict OpenMetrics parser, typed.
@@ -101,35 +101,37 @@ class Clock:
         return self.now
 
 
-def test_concurrent_scrapes_share_one_page_and_a_page_just_written_is_served_again() -> None:
+def test_concurrent_scrapes_share_one_page_and_the_next_page_waits_its_turn() -> None:
     clock = Clock()
     listing = Listing(daemonsets(10))
+    rests: list[float] = []
 
     def slow_listing() -> list[dict[str, Any]]:
         clock.now += 1.0
         return listing()
 
-    scraper = Scraper(operator_registry(customdaemonsets(slow_listing)), clock=clock)
+    async def sleep(seconds: float) -> None:
+        rests.append(seconds)
+        clock.now += seconds
 
-    async def scenario() -> tuple[list[bytes], list[int]]:
+    scraper = Scraper(operator_registry(customdaemonsets(slow_listing)), clock=clock, sleep=sleep)
+
+    async def scenario() -> list[int]:
         listings = []
-        pages = await asyncio.gather(*(scraper.page("", gzip_accepted=True) for _ in range(10)))
+        await asyncio.gather(*(scraper.page("", gzip_accepted=True) for _ in range(10)))
         listings.append(listing.listings)
-        # Written from 100 to 101: for REUSE_FACTOR seconds more it is served as it is.
-        clock.now = 101.0 + REUSE_FACTOR - 0.1
-        pages.append(await scraper.page("", gzip_accepted=True))
+        # Written from 100 to 101: the next page of that format starts REST_FACTOR s later.
+        clock.now = 102.0
+        await scraper.page("", gzip_accepted=True)
         listings.append(listing.listings)
-        # Another format is a page of its own.
+        # Another format is a page of its own, with a rest of its own.
         await scraper.page("", gzip_accepted=False)
         listings.append(listing.listings)
-        clock.now = 101.0 + REUSE_FACTOR + 0.1
-        pages.append(await scraper.page("", gzip_accepted=True))
-        listings.append(listing.listings)
-        return [page.body for page in pages], listings
+        return listings
 
-    bodies, listings = asyncio.run(scenario())
-    assert len(set(bodies[:11])) == 1
-    assert listings == [1, 1, 2, 3]
+    listings = asyncio.run(scenario())
+    assert listings == [1, 2, 3]
+    assert rests == [101.0 + REST_FACTOR - 102.0]
 
 
 def test_a_page_shows_the_objects_as_they_were_when_the_scrape_began() -> None:

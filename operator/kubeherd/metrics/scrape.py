@@ -7,17 +7,18 @@ interpreter with the loop, which then waits for the interpreter lock at each of 
 So the page is written on the loop, a slice of time at a time (metrics.exposition).
 
 The loop's time is the controllers' too: scrapers asking back to back would keep it writing
-pages. Requests that arrive while a page of their format is being written wait for it and get
-it, and a page just written is served again for a few times as long as it took to write: a
-flood of scrapes costs at most a fifth of the loop's time, whatever its size, while Prometheus,
-scraping every 15 or 30 s, always gets a fresh page.
+pages and serving them. Requests that arrive while a page of their format is being written wait
+for it and get it; and after a page is written, the next one of its format waits a few times as
+long as that one took to write, the requests waiting with it. So a flood of scrapes costs at
+most a fifth of the loop's time in pages, and a few requests per page, however many scrape;
+Prometheus, scraping every 15 or 30 s, never waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from prometheus_client.exposition import choose_encoder
@@ -26,9 +27,9 @@ from kubeherd.metrics.exposition import DEFAULT_SLICE_SECONDS, Pacer
 from kubeherd.metrics.objects import Encoder, OperatorRegistry
 
 OPENMETRICS_TYPE = "application/openmetrics-text"
-# A page is served again for this many times the seconds it took to write: the loop then spends
-# at most 1 / (1 + this) of its time writing pages.
-REUSE_FACTOR = 4.0
+# After a page is written, the next of its format waits this many times the seconds that one
+# took: the loop then spends at most 1 / (1 + this) of its time writing pages.
+REST_FACTOR = 4.0
 
 PageKey = tuple[str, bool]
 
@@ -48,13 +49,15 @@ class Scraper:
         registry: OperatorRegistry,
         slice_seconds: float = DEFAULT_SLICE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._registry = registry
         self._slice_seconds = slice_seconds
         self._clock = clock
+        self._sleep = sleep
         self._running: dict[PageKey, asyncio.Task[Page]] = {}
-        # The last page of each format, and until when it is served again.
-        self._written: dict[PageKey, tuple[Page, float]] = {}
+        # When the next page of each format may start.
+        self._rested: dict[PageKey, float] = {}
         # How often the pages written so far handed the loop back: for the tests.
         self.pauses = 0
 
@@ -62,10 +65,10 @@ class Scraper:
         """The metrics in the format the Accept header asks for, compressed if asked."""
         encode, content_type = choose_encoder(accept)
         key = (content_type, gzip_accepted)
-        written, reusable_until = self._written.get(key, (None, 0.0))
-        if written is not None and self._clock() < reusable_until:
-            return written
         running = self._running.get(key)
+        if running is None and (rest := self._rested.get(key, 0.0) - self._clock()) > 0:
+            await self._sleep(rest)
+            running = self._running.get(key)
         if running is None:
             running = asyncio.create_task(self._write(key, encode))
             self._running[key] = running
@@ -86,10 +89,9 @@ class Scraper:
             )
         finally:
             self.pauses += pacer.pauses
-        page = Page(body, content_type, gzipped)
         finished = self._clock()
-        self._written[key] = (page, finished + REUSE_FACTOR * (finished - started))
-        return page
+        self._rested[key] = finished + REST_FACTOR * (finished - started)
+        return Page(body, content_type, gzipped)
 
     async def close(self) -> None:
         running = list(self._running.values())
