@@ -33,6 +33,16 @@ CDS_COLUMNS = [
 ]
 
 
+class ManualClock:
+    """A clock for code that takes one (`clock=`): it reads `now`, which the test moves."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def eventually(probe: Callable[[], T | None], *, timeout: float = 60, what: str = "") -> T:
     """Poll `probe` until it returns something truthy; fail naming `what` after `timeout`."""
     deadline = time.monotonic() + timeout

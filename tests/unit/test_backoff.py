@@ -6,6 +6,7 @@ from typing import Any
 
 from kubeherd.events import EventBudget, EventRecorder
 from kubeherd.kube.ratelimit import Backoff
+from tests.helpers import ManualClock
 
 
 def test_backoff_doubles_from_one_second_up_to_its_limit() -> None:
@@ -36,20 +37,12 @@ class PostedEvents:
         self.reasons.append(reason)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def cds(name: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}"}}
 
 
 def test_events_about_an_object_pass_25_at_once_then_one_every_5_minutes_as_client_go() -> None:
-    posted, clock = PostedEvents(), Clock()
+    posted, clock = PostedEvents(), ManualClock()
     recorder = EventRecorder(posted, "CustomDaemonSet", clock=clock)
     agent = cds("agent")
 

@@ -20,6 +20,7 @@ from kubeherd.kube.outcomes import KubeError, Outcome
 from kubeherd.metrics.auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
 from kubeherd.metrics.objects import customdaemonsets, operator_registry
 from kubeherd.metrics.server import MetricsServer, tls_context
+from tests.helpers import ManualClock
 
 # token -> the user it belongs to; users allowed to get /metrics.
 USERS = {
@@ -53,14 +54,6 @@ class FakeApiServer:
         return sum(1 for kind, _ in self.reviews if kind == resource)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def decide(authorizer: TokenAuthorizer, *headers: str | None) -> list[Verdict]:
     async def all_of_them() -> list[Verdict]:
         return list(await asyncio.gather(*(authorizer.decide(h) for h in headers)))
@@ -92,7 +85,7 @@ def test_no_token_or_a_bad_one_is_401_a_user_without_the_role_403_a_reader_200()
 
 
 def test_a_flood_with_one_token_costs_one_review_until_the_decision_expires() -> None:
-    api, clock = FakeApiServer(), Clock()
+    api, clock = FakeApiServer(), ManualClock(1000.0)
     api.answer_after = 0.05
     authorizer = TokenAuthorizer(api, decision_seconds=30, clock=clock)
 

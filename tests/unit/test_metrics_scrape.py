@@ -16,6 +16,7 @@ from prometheus_client.openmetrics import parser
 from kubeherd.metrics.objects import OperatorRegistry, customdaemonsets, operator_registry
 from kubeherd.metrics.scrape import REST_FACTOR, Scraper
 from kubeherd.metrics.server import MetricsServer
+from tests.helpers import ManualClock
 
 # prometheus_client's strict OpenMetrics parser, typed.
 parse_openmetrics: Callable[[str], Iterable[Metric]] = parser.text_string_to_metric_families
@@ -91,18 +92,8 @@ def test_a_large_page_is_written_in_pieces_between_which_the_loop_runs_others() 
     assert body.count(b"kubeherd_customdaemonset_status_desired_number_scheduled{") == 2000
 
 
-class Clock:
-    """A monotonic clock the test moves; listing the bodies takes a second of it."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_concurrent_scrapes_share_one_page_and_the_next_page_waits_its_turn() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     listing = Listing(daemonsets(10))
     rests: list[float] = []
 

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from kubeherd.kube.ratelimit import TokenBucket
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import ManualClock
 
 
 def test_a_burst_passes_at_once_then_requests_are_spaced_by_the_rate() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     bucket = TokenBucket(qps=10, burst=3, clock=clock)
 
     delays = [bucket.delay_for_next() for _ in range(5)]
@@ -24,7 +17,7 @@ def test_a_burst_passes_at_once_then_requests_are_spaced_by_the_rate() -> None:
 
 
 def test_tokens_refill_with_time_up_to_the_burst() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     bucket = TokenBucket(qps=10, burst=2, clock=clock)
     for _ in range(2):
         bucket.delay_for_next()
@@ -35,6 +28,6 @@ def test_tokens_refill_with_time_up_to_the_burst() -> None:
 
 
 def test_a_rate_of_zero_means_no_limit() -> None:
-    bucket = TokenBucket(qps=0, burst=1, clock=FakeClock())
+    bucket = TokenBucket(qps=0, burst=1, clock=ManualClock())
 
     assert [bucket.delay_for_next() for _ in range(100)] == [0] * 100

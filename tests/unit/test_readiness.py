@@ -16,17 +16,10 @@ from kubeherd.kube import reflector as reflector_module
 from kubeherd.metrics.objects import ReadinessCollector, operator_registry
 from kubeherd.probes import HealthServer
 from kubeherd.readiness import Readiness
+from tests.helpers import ManualClock
 from tests.unit.test_metrics import samples
 
 FORBIDDEN = 'nodes is forbidden: User "system:serviceaccount:ops:kubeherd" cannot watch'
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_not_ready_before_start_up_is_done_nor_before_each_watch_has_listed() -> None:
@@ -49,7 +42,7 @@ def test_not_ready_before_start_up_is_done_nor_before_each_watch_has_listed() ->
 
 
 def test_a_watch_that_never_lists_says_why_and_for_how_long() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     readiness = Readiness(grace=120, clock=clock)
     readiness.started = True
     nodes = readiness.watch("nodes")
@@ -67,7 +60,7 @@ def test_a_watch_that_never_lists_says_why_and_for_how_long() -> None:
 
 
 def test_a_listed_watch_may_fail_for_the_grace_period_and_no_longer() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     readiness = Readiness(grace=120, clock=clock)
     readiness.started = True
     nodes = readiness.watch("nodes")
@@ -90,7 +83,7 @@ def test_a_listed_watch_may_fail_for_the_grace_period_and_no_longer() -> None:
 
 
 def test_the_metrics_show_readiness_and_each_watch() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     readiness = Readiness(clock=clock)
     readiness.started = True
     readiness.watch("nodes").failed(RuntimeError(FORBIDDEN))
