@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -179,15 +180,18 @@ class ObjectCollector:
     gauges: tuple[ObjectGauge, ...]
     kind_label: str
 
+    @cached_property
+    def _namespace_first(self) -> bool:
+        # Labels sorted by name, as prometheus_client writes them.
+        return self.kind_label > "namespace"
+
     def identity(self, body: Body) -> str:
-        """The object's label set, without braces; sorted by name, as prometheus_client does."""
+        """The object's label set, without braces."""
         metadata = body.get("metadata") or {}
-        labels = {
-            "namespace": str(metadata.get("namespace") or ""),
-            self.kind_label: str(metadata.get("name") or ""),
-        }
-        names = sorted(labels)
-        return label_text(names, [labels[name] for name in names])
+        namespace = ("namespace", str(metadata.get("namespace") or ""))
+        name = (self.kind_label, str(metadata.get("name") or ""))
+        first, second = (namespace, name) if self._namespace_first else (name, namespace)
+        return label_text((first[0], second[0]), (first[1], second[1]))
 
 
 def customdaemonsets(bodies: Callable[[], Iterable[Body]]) -> ObjectCollector:
