@@ -72,6 +72,12 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         "own, QPS 50 and burst 100, about 50 bindings/s; earlier results used those)",
     )
     parser.add_argument(
+        "--kwok-pod-workers",
+        type=int,
+        default=0,
+        help="how many pods kwok turns Running at once (default: kwok's own, 4)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="record kubeherd with py-spy during its first rollout at N nodes",
@@ -109,6 +115,7 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         tenant_history=arguments.tenant_history,
         foreign_pods=arguments.foreign_pods,
         scheduler_qps=arguments.scheduler_qps,
+        kwok_pod_workers=arguments.kwok_pod_workers,
     )
     return options, arguments
 
@@ -154,7 +161,7 @@ def meta(options: Options, started: datetime.datetime, kubeherd_commit: str) -> 
         "workload": "one pause container requesting 10m CPU and 16Mi, tolerating every taint "
         "(as kube-proxy and CNI agents do), so every node is eligible; "
         "kube-scheduler binds the pods and kwok marks them Running",
-        "local_cluster": local_cluster_settings(options.scheduler_qps),
+        "local_cluster": local_cluster_settings(options.scheduler_qps, options.kwok_pod_workers),
         "template": pod_template("<name>"),
         "runs": options.runs,
         "growth_runs": options.growth_runs,
@@ -168,7 +175,7 @@ def scheduler_client(qps: float | None) -> tuple[float, int] | None:
     return None if qps is None else (qps, max(1, round(2 * qps)))
 
 
-def local_cluster_settings(scheduler_qps: float | None) -> dict[str, Any]:
+def local_cluster_settings(scheduler_qps: float | None, kwok_pod_workers: int) -> dict[str, Any]:
     client = scheduler_client(scheduler_qps)
     qps, burst = client if client is not None else SCHEDULER_DEFAULT_CLIENT
     return {
@@ -177,6 +184,7 @@ def local_cluster_settings(scheduler_qps: float | None) -> dict[str, Any]:
         "scheduler_client": "default" if client is None else "--scheduler-qps",
         # kwok's client has no rate limiter: it needs no such option.
         "kwok_client": "unlimited",
+        "kwok_pod_workers": kwok_pod_workers or "default (4)",
         "node_monitor_grace_period": MANY_KWOK_NODES_GRACE,
         "delete_collection_workers": DELETE_COLLECTION_WORKERS,
     }
@@ -242,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=min((*options.growth, options.nodes)),
         scheduler_client=scheduler_client(options.scheduler_qps),
         node_monitor_grace=MANY_KWOK_NODES_GRACE,
+        kwok_pod_workers=options.kwok_pod_workers,
     )
     bench = Bench(options, cluster, binaries, report)
 

@@ -72,6 +72,8 @@ class Options:
     foreign_pods: int = 20000
     # The local cluster's kube-scheduler client QPS (None: its default).
     scheduler_qps: float | None = None
+    # How many pods kwok turns Running at once (0: kwok's default).
+    kwok_pod_workers: int = 0
 
 
 @dataclass

@@ -174,6 +174,7 @@ class LocalCluster:
         apiserver_feature_gates: tuple[str, ...] = (),
         scheduler_client: tuple[float, int] | None = None,
         node_monitor_grace: str = "",
+        kwok_pod_workers: int = 0,
         report: Report = _print_report,
     ) -> None:
         self.folder = folder.resolve()
@@ -197,6 +198,9 @@ class LocalCluster:
         # of kwok nodes flat out, kwok renews their leases late, and readiness churn that no
         # real cluster of that size would see rewrites every status.
         self.node_monitor_grace = node_monitor_grace
+        # How many pods kwok moves through their stages at once (0: kwok's default), for a
+        # benchmark whose pods would otherwise wait for kwok long after they are bound.
+        self.kwok_pod_workers = kwok_pod_workers
         self.report = report
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -635,7 +639,11 @@ class LocalCluster:
     def _start_kwok(self, port: int) -> None:
         """kwok adopts only the nodes annotated as fake, so a real cluster's nodes are safe."""
         kubeconfig = str(self.kubeconfig)
-        stages = write_stages(self._binaries().kwok_stages, self.folder / "kwok-stages.yaml")
+        stages = write_stages(
+            self._binaries().kwok_stages,
+            self.folder / "kwok-stages.yaml",
+            pod_stage_workers=self.kwok_pod_workers,
+        )
         self._start(
             "kwok",
             [

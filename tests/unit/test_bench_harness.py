@@ -148,7 +148,9 @@ def test_status_patches_say_which_fields_they_changed_since_the_objects_last_one
 def test_the_scheduler_keeps_its_default_client_unless_given_a_rate() -> None:
     assert scheduler_client(None) is None
     assert scheduler_client(200) == (200, 400)
-    default = local_cluster_settings(None)
+    default = local_cluster_settings(None, 0)
     assert (default["scheduler_qps"], default["scheduler_burst"]) == (50.0, 100)
     assert default["scheduler_client"] == "default"
-    assert local_cluster_settings(300)["scheduler_burst"] == 600
+    assert default["kwok_pod_workers"] == "default (4)"
+    given = local_cluster_settings(300, 32)
+    assert (given["scheduler_burst"], given["kwok_pod_workers"]) == (600, 32)
