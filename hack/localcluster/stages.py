@@ -103,6 +103,22 @@ phase: Succeeded
 )
 
 
+# kwok v0.8's defaults for the options it defaults.
+_KWOK_DEFAULT_OPTIONS: dict[str, Any] = {
+    "cidr": "10.0.0.0/24",
+    "manageAllNodes": False,
+    "enableDebuggingHandlers": True,
+    "enableContentionProfiling": False,
+    "enableProfilingHandler": True,
+    "podPlayStageParallelism": 4,
+    "nodePlayStageParallelism": 4,
+    "nodeLeaseParallelism": 4,
+    "podsOnNodeSyncParallelism": 1,
+    "enablePodsOnNodeSyncListPager": True,
+    "enablePodsOnNodeSyncStreamWatch": False,
+}
+
+
 def write_stages(defaults: Path, target: Path, *, pod_stage_workers: int = 0) -> Path:
     """Write kwokctl's default stages from `defaults`, adjusted as described above, to `target`;
     with `pod_stage_workers`, also how many pods kwok moves through their stages at once (kwok's
@@ -115,11 +131,14 @@ def write_stages(defaults: Path, target: Path, *, pod_stage_workers: int = 0) ->
             )
     stages += [_IMAGE_PULL_BACKOFF_STAGE, _JUDGE_ACCEPTS_STAGE]
     if pod_stage_workers:
+        # kwok applies its defaults only when it is given no KwokConfiguration at all, so this
+        # one spells out every defaulted option (flags still override it).
+        options = {**_KWOK_DEFAULT_OPTIONS, "podPlayStageParallelism": pod_stage_workers}
         stages.append(
             {
                 "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
                 "kind": "KwokConfiguration",
-                "options": {"podPlayStageParallelism": pod_stage_workers},
+                "options": options,
             }
         )
     target.write_text(yaml.safe_dump_all(stages, sort_keys=False))
