@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 from kubeherd import __version__
 from kubeherd.admission.configuration import SecretName, ServiceEndpoint, WebhookOptions
+from kubeherd.command import end_process
 from kubeherd.defaults import (
     DEFAULT_HEALTH_ADDRESS,
     DEFAULT_METRICS_ADDRESS,
@@ -108,6 +109,13 @@ def _run(options: argparse.Namespace) -> int:
     )
     # A replica that was outranked after it had been active exits non-zero, to be restarted.
     return 1 if operator_options.demoted.is_set() else 0
+
+
+def _run_to_the_end(options: argparse.Namespace) -> NoReturn:
+    """`kubeherd run`, then the process's end: once Kopf has returned, kubeherd's cleanup has
+    stopped its watches and servers and released its peering entry, and nothing is left to do
+    but exit."""
+    end_process(_run(options))
 
 
 def _address(text: str) -> str:
@@ -291,7 +299,7 @@ def add_run(commands: Any) -> None:
     )
     run.add_argument("-v", "--verbose", action="store_true", help="log more")
     run.add_argument("--debug", action="store_true", help="log everything")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run_to_the_end)
 
 
 def check_run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:

@@ -8,6 +8,8 @@ the reader of their output has gone (`kubeherd crds | head`).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import signal
 import sys
@@ -59,3 +61,15 @@ def die_of_closed_pipe() -> NoReturn:
     # Not reached on Linux, where the signal is delivered before kill returns; the status a
     # shell would report for that death otherwise.
     raise SystemExit(128 + signal.SIGPIPE)
+
+
+def end_process(status: int) -> NoReturn:
+    """Exit with `status` now, once everything the process started has stopped: logs and
+    output flushed, without the interpreter's teardown. That teardown frees every object one
+    at a time, which with a long-running operator's stores of thousands of nodes and pods
+    took seconds of the grace period Kubernetes gives a pod after SIGTERM, for nothing."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)

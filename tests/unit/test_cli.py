@@ -244,3 +244,25 @@ def test_run_with_log_format_json_reports_a_failing_login_as_json(
     assert records[-1]["message"] == "Cannot start: exec plugin sh failed with exit code 3"
     # The plugin's own words, as a record of their own.
     assert any("the login has expired" in record["message"] for record in records)
+
+
+def test_the_operators_last_step_flushes_its_output_and_skips_the_interpreters_teardown() -> None:
+    """`kubeherd run` ends with end_process once Kopf and kubeherd's cleanup have stopped: what
+    it logged and printed is out, and the interpreter's teardown (freeing every object of the
+    stores, seconds at scale) never runs, which an exit hook's silence shows."""
+    program = (
+        "import atexit, logging, sys\n"
+        "from kubeherd.command import end_process\n"
+        "logging.basicConfig(stream=sys.stderr, format='%(message)s')\n"
+        "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+        "sys.stdout.write('still buffered')\n"
+        "logging.getLogger('kubeherd').warning('last words')\n"
+        "end_process(3)\n"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert ended.returncode == 3
+    assert ended.stdout == "still buffered"
+    assert ended.stderr == "last words\n"
