@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import NoneType, UnionType
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
@@ -334,3 +335,59 @@ def test_an_object_shaped_otherwise_is_decoded_whole_and_the_watch_goes_on(
     assert store == {("default", "agent-abcde"): "agent-abcde"}
     assert "managedFields" in seen[0]["metadata"]
     assert "An object of the daemon pods watch is not shaped as expected" in caplog.text
+
+
+class ExpiresOnce(OneEvent):
+    """A streaming listing of one pod, then 410 Gone as the API server sends it: an ERROR event
+    whose object is a Status, not a pod; then the same listing again."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        super().__init__(body)
+        self.streams = 0
+
+    async def stream_lines(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[bytes]:
+        self.streams += 1
+        if self.streams == 1:
+            expired = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": "too old resource version: 1 (2)",
+                "reason": "Expired",
+                "code": 410,
+            }
+            yield json.dumps({"type": "ADDED", "object": self.body}).encode() + b"\n"
+            yield json.dumps({"type": "BOOKMARK", "object": bookmark_ending_a_listing()}).encode()
+            yield b"\n" + json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n"
+            return
+        async for line in super().stream_lines(path, query):
+            yield line
+
+
+def test_a_watch_that_expires_lists_again_without_calling_its_status_oddly_shaped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    transport = ExpiresOnce(running_pod_updated_in_place())
+
+    async def scenario() -> dict[tuple[str, str], str]:
+        reflector: Reflector[str] = Reflector(
+            transport,
+            "/api/v1/pods",
+            lambda decoded: str(decoded["metadata"]["name"]),
+            lambda _change: None,
+            what="daemon pods",
+            fields=WatchedPod,
+        )
+        task = asyncio.get_running_loop().create_task(reflector.run())
+        while transport.streams < 2 or not reflector.listed.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        return dict(reflector.store)
+
+    caplog.set_level(logging.INFO)
+    store = asyncio.run(asyncio.wait_for(scenario(), 5))
+
+    assert store == {("default", "agent-abcde"): "agent-abcde"}
+    assert "too old to resume" in caplog.text
+    assert "not shaped as expected" not in caplog.text

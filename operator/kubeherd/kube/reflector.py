@@ -216,7 +216,10 @@ class Reflector(Generic[Record]):
         try:
             return self._events.decode(line)
         except msgspec.ValidationError as error:
-            if not self._odd_shape_seen:
+            event = self._whole_events.decode(line)
+            # An ERROR event carries a Status (410 Gone, when the watch is too old), never an
+            # object of the kind watched: that it is shaped otherwise is expected.
+            if event.get("type") != "ERROR" and not self._odd_shape_seen:
                 logger.warning(
                     "An object of the %s watch is not shaped as expected (%s): decoding such "
                     "objects whole",
@@ -224,7 +227,7 @@ class Reflector(Generic[Record]):
                     error,
                 )
                 self._odd_shape_seen = True
-            return self._whole_events.decode(line)
+            return event
 
     async def _relist(self) -> None:
         listed: Store[Record] = Store()
