@@ -27,6 +27,7 @@ from bench.workload import pod_template
 from kubeherd.kube.limits import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
 from localcluster.cluster import DELETE_COLLECTION_WORKERS, MANY_KWOK_NODES_GRACE, LocalCluster
+from localcluster.stages import KWOK_DEFAULT_POD_WORKERS
 
 ALL = ("B1", "B2", "B3", "B4", "B5", "B6")
 # kube-scheduler's own client rate when it is given none: QPS, burst.
@@ -75,7 +76,7 @@ def parse(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         "--kwok-pod-workers",
         type=int,
         default=0,
-        help="how many pods kwok turns Running at once (default: kwok's own, 4)",
+        help=f"how many pods kwok turns Running at once (default: {KWOK_DEFAULT_POD_WORKERS})",
     )
     parser.add_argument(
         "--profile",
@@ -184,7 +185,7 @@ def local_cluster_settings(scheduler_qps: float | None, kwok_pod_workers: int) -
         "scheduler_client": "default" if client is None else "--scheduler-qps",
         # kwok's client has no rate limiter: it needs no such option.
         "kwok_client": "unlimited",
-        "kwok_pod_workers": kwok_pod_workers or "default (4)",
+        "kwok_pod_workers": kwok_pod_workers or f"default ({KWOK_DEFAULT_POD_WORKERS})",
         "node_monitor_grace_period": MANY_KWOK_NODES_GRACE,
         "delete_collection_workers": DELETE_COLLECTION_WORKERS,
     }

@@ -103,6 +103,8 @@ phase: Succeeded
 )
 
 
+# How many pods kwok v0.8 moves through their stages at once unless told otherwise.
+KWOK_DEFAULT_POD_WORKERS = 4
 # kwok v0.8's defaults for the options it defaults.
 _KWOK_DEFAULT_OPTIONS: dict[str, Any] = {
     "cidr": "10.0.0.0/24",
@@ -110,7 +112,7 @@ _KWOK_DEFAULT_OPTIONS: dict[str, Any] = {
     "enableDebuggingHandlers": True,
     "enableContentionProfiling": False,
     "enableProfilingHandler": True,
-    "podPlayStageParallelism": 4,
+    "podPlayStageParallelism": KWOK_DEFAULT_POD_WORKERS,
     "nodePlayStageParallelism": 4,
     "nodeLeaseParallelism": 4,
     "podsOnNodeSyncParallelism": 1,
@@ -122,7 +124,7 @@ _KWOK_DEFAULT_OPTIONS: dict[str, Any] = {
 def write_stages(defaults: Path, target: Path, *, pod_stage_workers: int = 0) -> Path:
     """Write kwokctl's default stages from `defaults`, adjusted as described above, to `target`;
     with `pod_stage_workers`, also how many pods kwok moves through their stages at once (kwok's
-    own default, 4, turns about 20 pods a second Running on a loaded 2-core machine)."""
+    own default turns about 20 pods a second Running on a loaded 2-core machine)."""
     stages = [stage for stage in yaml.safe_load_all(defaults.read_text()) if stage]
     for stage in stages:
         if stage["metadata"]["name"] == "pod-ready":
