@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -86,6 +87,12 @@ class Kubectl:
         )
 
 
+# How long the garbage collector gets to delete the Leases of a test's removed nodes before the
+# test deletes them itself.
+LEASE_COLLECTION_SECONDS = 60
+NODE_LEASES = "kube-node-lease"  # the namespace of the nodes' heartbeat Leases
+
+
 class TrackedFakeNodes(FakeNodes):
     """FakeNodes that undo a test's changes: added nodes go, touched nodes get their labels and
     taints back, so one test's nodes never leak into the next."""
@@ -126,6 +133,7 @@ class TrackedFakeNodes(FakeNodes):
     def restore(self) -> None:
         for name in self.added:
             self.remove(name, wait=False)
+        self._wait_for_leases_to_go(set(self.added))
         for name, original in self._originals.items():
             current = self._core_api.read_node(name).metadata.labels or {}
             labels: dict[str, str | None] = dict.fromkeys(current)
@@ -134,6 +142,27 @@ class TrackedFakeNodes(FakeNodes):
                 name,
                 {"metadata": {"labels": labels}, "spec": {"taints": original["taints"] or None}},
             )
+
+    def _wait_for_leases_to_go(self, names: set[str]) -> None:
+        """A removed node's Lease lives on until the garbage collector deletes it. A node of the
+        same name made before that, in the next test, would find the old Lease: kwok renews it,
+        the collector deletes it, and kwok's renewals, which name the old Lease's UID, can fail
+        from then on, so that the new node never turns Ready. So the nodes go with their Leases.
+        """
+        leases = client.CoordinationV1Api(self._core_api.api_client)
+        deadline = time.monotonic() + LEASE_COLLECTION_SECONDS
+        while True:
+            names &= {
+                lease.metadata.name for lease in leases.list_namespaced_lease(NODE_LEASES).items
+            }
+            if not names:
+                return
+            if time.monotonic() > deadline:
+                for name in names:
+                    with contextlib.suppress(client.ApiException):
+                        leases.delete_namespaced_lease(name, NODE_LEASES)
+                return
+            time.sleep(0.5)
 
 
 def service_account_kubeconfig(

@@ -18,13 +18,15 @@ from tests.integration.daemonsets import NEW_IMAGE, WORKERS, DaemonSets, agent, 
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("operator")]
 
-NODES = [f"outage-{index:03}" for index in range(200)]
-
 
 @pytest.fixture
-def many_nodes(fake_nodes: TrackedFakeNodes) -> set[str]:
-    fake_nodes.create([fake_node_manifest(name, zone=ZONES[0]) for name in NODES], timeout=180)
-    return set(NODES)
+def many_nodes(fake_nodes: TrackedFakeNodes, namespace: str) -> set[str]:
+    """200 nodes named after the test: the nodes a test deletes behind every watcher's back must
+    never come back under the same name in the next test. kwok, which missed their deletion, can
+    keep their old leases and then never make the new nodes Ready."""
+    names = [f"outage-{namespace.rsplit('-', 1)[-1]}-{index:03}" for index in range(200)]
+    fake_nodes.create([fake_node_manifest(name, zone=ZONES[0]) for name in names], timeout=180)
+    return set(names)
 
 
 def converges_after(daemonsets: DaemonSets, name: str, eligible: set[str]) -> None:
