@@ -26,7 +26,7 @@ from bench.stopping import Stopper, StopSignalError
 from bench.workload import pod_template
 from kubeherd.kube.limits import WriteLimits
 from localcluster.binaries import build_steps, ensure_binaries, versions_key
-from localcluster.cluster import DELETE_COLLECTION_WORKERS, MANY_KWOK_NODES_GRACE, LocalCluster
+from localcluster.cluster import DELETE_COLLECTION_WORKERS, KWOK_NODE_GRACE, LocalCluster
 from localcluster.stages import KWOK_DEFAULT_POD_WORKERS
 
 ALL = ("B1", "B2", "B3", "B4", "B5", "B6")
@@ -186,7 +186,7 @@ def local_cluster_settings(scheduler_qps: float | None, kwok_pod_workers: int) -
         # kwok's client has no rate limiter: it needs no such option.
         "kwok_client": "unlimited",
         "kwok_pod_workers": kwok_pod_workers or f"default ({KWOK_DEFAULT_POD_WORKERS})",
-        "node_monitor_grace_period": MANY_KWOK_NODES_GRACE,
+        "node_monitor_grace_period": KWOK_NODE_GRACE,
         "delete_collection_workers": DELETE_COLLECTION_WORKERS,
     }
 
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         binaries,
         nodes=min((*options.growth, options.nodes)),
         scheduler_client=scheduler_client(options.scheduler_qps),
-        node_monitor_grace=MANY_KWOK_NODES_GRACE,
+        node_monitor_grace=KWOK_NODE_GRACE,
         kwok_pod_workers=options.kwok_pod_workers,
     )
     bench = Bench(options, cluster, binaries, report)

@@ -31,7 +31,7 @@ from localcluster.binaries import (
     ensure_binaries,
     prebuilt_minor_binaries,
 )
-from localcluster.cluster import AttachedCluster, LocalCluster
+from localcluster.cluster import KWOK_NODE_GRACE, AttachedCluster, LocalCluster
 from tests.helpers import (
     REPO,
     InClusterOperator,
@@ -107,7 +107,9 @@ def local_cluster(binaries: Binaries, request: pytest.FixtureRequest) -> Iterato
             pytest.fail("KUBEHERD_REUSE_CLUSTER=1 but no cluster runs: run `make cluster-up`")
         yield shared
         return
-    cluster = LocalCluster(cluster_dir_for_tests(), binaries, nodes=3)
+    cluster = LocalCluster(
+        cluster_dir_for_tests(), binaries, nodes=3, node_monitor_grace=KWOK_NODE_GRACE
+    )
     cluster.up()
     try:
         yield cluster

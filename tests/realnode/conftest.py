@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client, config
 
 from localcluster.binaries import Binaries
-from localcluster.cluster import MANY_KWOK_NODES_GRACE, LocalCluster
+from localcluster.cluster import KWOK_NODE_GRACE, LocalCluster
 from localcluster.images import (
     OPERATOR_IMAGE,
     PAUSE_IMAGE,
@@ -139,7 +139,7 @@ def real_cluster(binaries: Binaries) -> Iterator[RealCluster]:
         pause_image=PAUSE_IMAGE,
         # The memory test runs thousands of kwok nodes beside the real node; no test here
         # waits for a node to be marked not Ready.
-        node_monitor_grace=MANY_KWOK_NODES_GRACE,
+        node_monitor_grace=KWOK_NODE_GRACE,
         scheduler_client=scheduler_client_from_environment(),
     )
     cluster.up()
