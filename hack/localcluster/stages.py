@@ -105,6 +105,7 @@ phase: Succeeded
 
 # How many pods kwok v0.8 moves through their stages at once unless told otherwise.
 KWOK_DEFAULT_POD_WORKERS = 4
+
 # kwok v0.8's defaults for the options it defaults.
 _KWOK_DEFAULT_OPTIONS: dict[str, Any] = {
     "cidr": "10.0.0.0/24",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -41,7 +40,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report.sections.append(("cluster at the failure", text))
 
 
-def cluster_at_failure(cluster: LocalCluster, core: client.CoreV1Api, namespace: Any) -> str:
+def cluster_at_failure(cluster: LocalCluster, core: client.CoreV1Api, namespace: object) -> str:
     nodes = core.list_node(_request_timeout=10).items
     not_ready = [node for node in nodes if not is_ready(node)]
     lines = [f"{len(nodes)} nodes, {len(not_ready)} not Ready"]
